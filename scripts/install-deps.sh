@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pagoda builds and tests with. Idempotent; safe to run as root or with sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
+  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
+  libcurl4-openssl-dev python3 python3-venv
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
