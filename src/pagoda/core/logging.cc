@@ -48,9 +48,9 @@ LogLevel log_level() { return LogLevel(g_level.load()); }
 void init_log_level_from_env() {
   const char* v = std::getenv("PAGODA_LOGGING_LEVEL");
   if (!v || !*v) return;
-  // The spec's levels are upper-case; lower case is accepted as vLLM does.
-  auto l = log_level_from_name(v);
-  if (!l || std::string_view(v) == "WARN")
+  std::string_view value = v;
+  auto l = log_level_from_name(value);
+  if (!l || value != log_level_name(*l))
     throw_config_error("Invalid value '", v, "' for PAGODA_LOGGING_LEVEL. Valid options: ['DEBUG', 'INFO', 'WARNING', 'ERROR'].");
   set_log_level(*l);
 }

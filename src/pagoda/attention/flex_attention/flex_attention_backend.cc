@@ -1,0 +1,44 @@
+// FLEX_ATTENTION declaration (spec §3.5): score/mask-modifier attention with per-batch block masks.
+#include "pagoda/attention/backends.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda {
+namespace {
+
+class FlexAttentionBackend final : public AttentionBackend {
+ public:
+  BackendName name() const override { return BackendName::kFlexAttention; }
+
+  Capabilities capabilities(const SelectorConfig&, const SelectionEnv&) const override {
+    Capabilities c;
+    c.dtypes = {DType::kF16, DType::kBF16, DType::kF32};
+    c.kv_cache_dtypes = {"auto", "float16", "bfloat16"};
+    c.block_sizes = {{16, true}};
+    c.head_sizes = {};
+    c.compute_capability = {.cuda = true, .min = {0, 0}, .max = std::nullopt};
+    c.attn_types = {AttnType::kDecoder, AttnType::kEncoderOnly};
+    c.sliding_window = c.non_causal = c.batch_invariant = true;
+    return c;
+  }
+
+  void check_construction(const SelectorConfig&, const ConstructionEnv& env) const override {
+    auto check = [](const char* which, const std::optional<int>& v) {
+      if (v && *v != 16 && *v != 32 && *v != 64 && *v != 128)
+        throw_runtime_error("flex_attn_block_", which, " must be one of 16, 32, 64, 128, got ", *v, ".");
+    };
+    check("m", env.attention->flex_attn_block_m);
+    check("n", env.attention->flex_attn_block_n);
+  }
+
+  KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,
+                              const std::string& kv, DType model_dtype, KvLayout) const override {
+    return AttentionBackend::kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv, model_dtype,
+                                            KvLayout::kNHD);  // always the NHD order
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_flex_attention_backend() { return std::make_unique<FlexAttentionBackend>(); }
+
+}  // namespace pagoda

@@ -1,0 +1,13 @@
+// Entry points of the pagoda subcommands. Each takes the arguments after its name and returns the exit
+// status (0 success, 1 failure at run time, 2 invalid arguments or configuration).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+int run_backends_list(const std::vector<std::string>& args);
+int run_backends_select(const std::vector<std::string>& args);
+
+}  // namespace pagoda

@@ -1,0 +1,57 @@
+// pagoda: an LLM inference engine with pluggable attention backends and vLLM-compatible command lines.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "pagoda/cli/commands.h"
+#include "pagoda/cli/command_line.h"
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: pagoda <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
+    "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
+    "\n"
+    "Run `pagoda <command> --help` for the options of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::puts("pagoda 0.1.0");
+    return 0;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "backends") {
+      if (rest.empty() || rest[0] == "-h" || rest[0] == "--help") {
+        std::fputs("usage: pagoda backends {list,select} [options]\n", rest.empty() ? stderr : stdout);
+        return rest.empty() ? 2 : 0;
+      }
+      std::vector<std::string> sub(rest.begin() + 1, rest.end());
+      if (rest[0] == "list") return pagoda::run_backends_list(sub);
+      if (rest[0] == "select") return pagoda::run_backends_select(sub);
+      pagoda::report_error("unknown command: backends " + rest[0] + " (expected list or select)");
+      return 2;
+    }
+    pagoda::report_error("unknown command: " + cmd + "\n" + kUsage);
+    return 2;
+  } catch (const pagoda::Error& e) {
+    pagoda::report_error(e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    pagoda::report_error(std::string("internal error: ") + e.what());
+    return 1;
+  }
+}
