@@ -1,0 +1,323 @@
+// TRITON_ATTN host side: planning, the split-KV merge, the CUDA-core kernel for fp32 and head sizes the
+// tensor-core kernel does not take, and dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
+#include "pagoda/core/error.h"
+
+#define PAGODA_CUDA_OK(expr)                                                               \
+  do {                                                                                     \
+    cudaError_t e_ = (expr);                                                               \
+    PAGODA_CHECK(e_ == cudaSuccess, #expr, ": ", cudaGetErrorString(e_));                  \
+  } while (0)
+
+namespace pagoda {
+namespace {
+
+using triton_attn_detail::KernelArgs;
+using triton_attn_detail::kBlockM;
+using triton_attn_detail::kLog2e;
+using triton_attn_detail::kThreads;
+
+template <typename T>
+__device__ __forceinline__ float to_f(T v) { return float(v); }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+__device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv, DType model) {
+  switch (kv) {
+    case DType::kF8E4M3: {
+      __nv_fp8_e4m3 v;
+      v.__x = static_cast<const uint8_t*>(base)[i];
+      return float(v);
+    }
+    case DType::kF8E5M2: {
+      __nv_fp8_e5m2 v;
+      v.__x = static_cast<const uint8_t*>(base)[i];
+      return float(v);
+    }
+    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kU8: case DType::kI32: case DType::kI64: break;
+  }
+  return 0.f;
+}
+
+constexpr int kMaxFallbackHead = 512;
+
+// CUDA-core kernel: one warp per row at a time; lane owns dims lane, lane+32, ... Same work list and
+// outputs as the tensor-core kernel.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const KernelArgs args) {
+  const PagedAttentionParams& p = args.p;
+  const int4 w = args.work[blockIdx.x];
+  const int seq = w.x, row_start = w.y, split = w.z, nsplit = w.w;
+  const int kvh = blockIdx.y;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int q_begin = p.query_start_loc[seq];
+  const int q_len = p.query_start_loc[seq + 1] - q_begin;
+  const int ctx = p.seq_lens[seq];
+  const int first_pos = ctx - q_len;
+  const int rows_total = q_len * G;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hs = p.head_size;
+  constexpr int kJ = kMaxFallbackHead / 32;
+  const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
+  constexpr int BN = 64;  // the tile size the work split is expressed in
+
+  const int last_row = min(rows_total, row_start + kBlockM) - 1;
+  const int min_pos = first_pos + row_start / G;
+  const int max_pos = first_pos + max(last_row, row_start) / G;
+  int kv_end = p.causal ? min(ctx, max_pos + 1) : ctx;
+  int kv_begin = (p.sliding_window > 0) ? max(0, min_pos - p.sliding_window + 1) : 0;
+  const int t_first = kv_begin / BN, t_last = (kv_end + BN - 1) / BN;
+  const int per_split = (t_last - t_first + nsplit - 1) / nsplit;
+  const int key_begin = (t_first + split * per_split) * BN;
+  const int key_end = min(kv_end, min(t_last, t_first + split * per_split + per_split) * BN);
+
+  for (int r = warp; r < kBlockM; r += kThreads / 32) {
+    int R = row_start + r;
+    if (R >= rows_total) break;
+    int tok = q_begin + R / G, h = kvh * G + R % G;
+    int q_pos = first_pos + R / G;
+    size_t row = size_t(tok) * p.num_q_heads + h;
+    float q[kJ], acc[kJ];
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      int d = lane + 32 * j;
+      q[j] = d < hs ? to_f(static_cast<const T*>(p.q)[row * hs + d]) : 0.f;
+      acc[j] = 0.f;
+    }
+    float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+    float m = -INFINITY, l = 0.f;
+    for (int key = key_begin; key < key_end; ++key) {
+      if (p.causal && key > q_pos) break;
+      if (p.sliding_window > 0 && key <= q_pos - p.sliding_window) continue;
+      int blk = btab[key / p.block_size], off = key % p.block_size;
+      size_t slot = p.layout == KvLayout::kNHD ? (size_t(blk) * p.block_size + off) * p.num_kv_heads + kvh
+                                               : (size_t(blk) * p.num_kv_heads + kvh) * p.block_size + off;
+      size_t base = slot * 2 * hs;
+      float dot = 0.f;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        int d = lane + 32 * j;
+        if (d < hs) dot += q[j] * load_kv(p.kv_cache, base + d, p.kv_dtype, p.dtype);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
+      float x = dot * p.scale * p.k_scale;
+      if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+      x = (x + slope * float(key - q_pos)) * kLog2e;
+      float m_new = fmaxf(m, x);
+      float alpha = exp2f(m - m_new), pe = exp2f(x - m_new);
+      l = l * alpha + pe;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        int d = lane + 32 * j;
+        float v = d < hs ? load_kv(p.kv_cache, base + hs + d, p.kv_dtype, p.dtype) : 0.f;
+        acc[j] = acc[j] * alpha + pe * v;
+      }
+      m = m_new;
+    }
+    if (args.write_partial) {
+      size_t prow = size_t(split) * args.partial_tokens * p.num_q_heads + row;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        int d = lane + 32 * j;
+        if (d < hs) args.partial_out[prow * hs + d] = acc[j];
+      }
+      if (lane == 0) {
+        args.partial_ml[prow * 2] = m;
+        args.partial_ml[prow * 2 + 1] = l;
+      }
+    } else {
+      float o_scale = 1.f;
+      if (p.sinks) {
+        float sink = p.sinks[h] * kLog2e;
+        float mf = fmaxf(m, sink);
+        o_scale = exp2f(m - mf);
+        l = l * o_scale + exp2f(sink - mf);
+      }
+      float inv = l > 0.f ? o_scale * p.v_scale / l : 0.f;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        int d = lane + 32 * j;
+        if (d < hs) static_cast<T*>(p.out)[row * hs + d] = from_f<T>(acc[j] * inv);
+      }
+    }
+  }
+}
+
+// Combines the KV splits of every row of the split-0 work items.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
+  const PagedAttentionParams& p = args.p;
+  const int4 w = args.work[blockIdx.x];
+  if (w.z != 0) return;
+  const int seq = w.x, row_start = w.y;
+  const int kvh = blockIdx.y;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int q_begin = p.query_start_loc[seq];
+  const int rows_total = (p.query_start_loc[seq + 1] - q_begin) * G;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hs = p.head_size;
+  const size_t split_stride = size_t(args.partial_tokens) * p.num_q_heads;
+  for (int r = warp; r < kBlockM; r += kThreads / 32) {
+    int R = row_start + r;
+    if (R >= rows_total) break;
+    int tok = q_begin + R / G, h = kvh * G + R % G;
+    size_t row = size_t(tok) * p.num_q_heads + h;
+    float m = -INFINITY;
+    for (int s = 0; s < num_splits; ++s) m = fmaxf(m, args.partial_ml[(s * split_stride + row) * 2]);
+    if (p.sinks) m = fmaxf(m, p.sinks[h] * kLog2e);
+    float m_use = m == -INFINITY ? 0.f : m;
+    float l = 0.f;
+    for (int s = 0; s < num_splits; ++s) {
+      float ms = args.partial_ml[(s * split_stride + row) * 2];
+      l += args.partial_ml[(s * split_stride + row) * 2 + 1] * exp2f(ms - m_use);
+    }
+    if (p.sinks) l += exp2f(p.sinks[h] * kLog2e - m_use);
+    float inv = l > 0.f ? p.v_scale / l : 0.f;
+    for (int d = lane; d < hs; d += 32) {
+      float o = 0.f;
+      for (int s = 0; s < num_splits; ++s) {
+        float ms = args.partial_ml[(s * split_stride + row) * 2];
+        if (ms == -INFINITY) continue;
+        o += args.partial_out[(s * split_stride + row) * hs + d] * exp2f(ms - m_use);
+      }
+      static_cast<T*>(p.out)[row * hs + d] = from_f<T>(o * inv);
+    }
+  }
+}
+
+template <typename T>
+void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, bool tensor_cores, cudaStream_t stream) {
+  dim3 grid(ws.num_work_items, args.p.num_kv_heads);
+  if (tensor_cores) {
+    if constexpr (std::is_same_v<T, float>) {
+      PAGODA_CHECK(false, "tensor-core attention has no fp32 variant");
+    } else {
+      triton_attn_detail::launch_unified<T>(args, ws.num_work_items, stream);
+    }
+  } else {
+    fallback_attention_kernel<T><<<grid, kThreads, 0, stream>>>(args);
+  }
+  PAGODA_CUDA_OK(cudaGetLastError());
+  if (args.write_partial) {
+    merge_partials_kernel<T><<<grid, kThreads, 0, stream>>>(args, ws.num_splits);
+    PAGODA_CUDA_OK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+PagedAttentionWorkspace::~PagedAttentionWorkspace() {
+  cudaFree(work);
+  cudaFree(partial_out);
+  cudaFree(partial_ml);
+  cudaFreeHost(host_work);
+}
+
+void PagedAttentionWorkspace::reserve(int max_tokens_, int max_seqs, int num_q_heads_, int head_size_, int max_splits_) {
+  cudaFree(work);
+  cudaFree(partial_out);
+  cudaFree(partial_ml);
+  cudaFreeHost(host_work);
+  max_tokens = max_tokens_;
+  max_splits = std::max(1, max_splits_);
+  num_q_heads = num_q_heads_;
+  head_size = head_size_;
+  // Work items: at most (rows / 64 + 1 per sequence) x splits; rows <= tokens * GQA group <= tokens * heads.
+  capacity_items = ((max_tokens * num_q_heads) / kBlockM + max_seqs + 1) * max_splits;
+  PAGODA_CUDA_OK(cudaMalloc(&work, sizeof(int4) * capacity_items));
+  PAGODA_CUDA_OK(cudaMallocHost(&host_work, sizeof(int4) * capacity_items));
+  size_t rows = size_t(max_splits) * max_tokens * num_q_heads;
+  PAGODA_CUDA_OK(cudaMalloc(&partial_out, sizeof(float) * rows * head_size));
+  PAGODA_CUDA_OK(cudaMalloc(&partial_ml, sizeof(float) * rows * 2));
+}
+
+bool paged_attention_uses_tensor_cores(DType dtype, int head_size) {
+  return (dtype == DType::kBF16 || dtype == DType::kF16) && head_size % 8 == 0 && head_size <= 256;
+}
+
+void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
+                          const PagedAttentionOptions& opt, PagedAttentionWorkspace& ws, cudaStream_t stream) {
+  PAGODA_CHECK(batch.query_lens.size() == batch.seq_lens.size(), "query_lens and seq_lens differ in length");
+  PAGODA_CHECK(num_q_heads % num_kv_heads == 0, "num_q_heads ", num_q_heads, " not a multiple of num_kv_heads ", num_kv_heads);
+  PAGODA_CHECK(head_size <= kMaxFallbackHead, "head_size ", head_size, " > ", kMaxFallbackHead);
+  const int G = num_q_heads / num_kv_heads;
+  // Split KV when the query tiles alone would leave most SMs idle (decode, small batches, long context).
+  long tiles = 0;
+  int max_ctx = 0;
+  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
+    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
+    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    tiles += (long(batch.query_lens[s]) * G + kBlockM - 1) / kBlockM;
+    max_ctx = std::max(max_ctx, batch.seq_lens[s]);
+  }
+  tiles *= num_kv_heads;
+  int splits = 1;
+  if (opt.force_splits) {
+    splits = opt.max_splits;
+  } else if (tiles > 0 && tiles < 2L * opt.num_sms) {
+    long want = (2L * opt.num_sms + tiles - 1) / tiles;
+    int kv_tiles = (max_ctx + 63) / 64;
+    splits = int(std::min<long>({want, long(opt.max_splits), long(std::max(1, kv_tiles / 2))}));
+  }
+  splits = std::max(1, std::min(splits, ws.max_splits));
+  int n = 0;
+  int4* items = reinterpret_cast<int4*>(ws.host_work);
+  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
+    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
+    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    int rows = batch.query_lens[s] * G;
+    for (int r = 0; r < rows; r += kBlockM) {
+      for (int sp = 0; sp < splits; ++sp) {
+        PAGODA_CHECK(n < ws.capacity_items, "attention work list overflow: reserve() a larger workspace");
+        items[n++] = make_int4(int(s), r, sp, splits);
+      }
+    }
+  }
+  ws.num_work_items = n;
+  ws.num_splits = splits;
+  ws.split_needs_merge = splits > 1;
+  if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
+}
+
+void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWorkspace& ws, cudaStream_t stream) {
+  if (ws.num_work_items == 0) return;
+  PAGODA_CHECK(p.head_size >= 1 && p.head_size <= kMaxFallbackHead, "unsupported head_size ", p.head_size);
+  PAGODA_CHECK(p.num_tokens <= ws.max_tokens, "num_tokens ", p.num_tokens, " > workspace max_tokens ", ws.max_tokens);
+  KernelArgs args{p, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.max_tokens,
+                  ws.split_needs_merge};
+  bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
+  if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,
+                       "KV cache dtype ", dtype_name(p.kv_dtype), " with model dtype ", dtype_name(p.dtype));
+  switch (p.dtype) {
+    case DType::kBF16: launch_typed<__nv_bfloat16>(args, ws, tc, stream); return;
+    case DType::kF16: launch_typed<__half>(args, ws, tc, stream); return;
+    case DType::kF32: launch_typed<float>(args, ws, false, stream); return;
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kU8: case DType::kI32: case DType::kI64: break;
+  }
+  PAGODA_CHECK(false, "paged attention: unsupported dtype ", dtype_name(p.dtype));
+}
+
+}  // namespace pagoda

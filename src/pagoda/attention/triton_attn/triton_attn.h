@@ -1,0 +1,103 @@
+// TRITON_ATTN: pagoda's portable unified paged-attention kernels (CUDA C++; the name is vLLM's).
+//
+// One launch serves a batch that mixes prefill chunks and decode tokens over the paged KV cache. Host
+// side: plan() turns the step's sequence lengths into a work list (query tiles x KV splits) once per
+// step; run() only launches (no allocation, no sync), so a decode step can be captured in a CUDA graph.
+//
+// Shapes and layouts:
+//   q, out      [num_tokens, num_q_heads, head_size]      dtype (bf16, fp16 or fp32)
+//   kv_cache    NHD: [num_blocks, block_size, num_kv_heads, 2*head_size]
+//               HND: [num_blocks, num_kv_heads, block_size, 2*head_size]; K = [..., :head_size], V = rest
+//               kv dtype: the model dtype, or fp8 e4m3/e5m2 (value = stored * k_scale / v_scale)
+//   query_start_loc [num_seqs + 1], seq_lens [num_seqs] (context length including this step's tokens),
+//   block_tables [num_seqs, max_blocks_per_seq]: all int32, device memory.
+// Query token t of sequence s sits at position seq_lens[s] - q_len(s) + t and attends (causally) keys
+// 0..pos, or only pos-window+1..pos with a sliding window.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "pagoda/config/env.h"
+#include "pagoda/core/dtype.h"
+
+namespace pagoda {
+
+struct PagedAttentionParams {
+  const void* q = nullptr;
+  void* out = nullptr;
+  const void* kv_cache = nullptr;
+  DType dtype = DType::kBF16;     // q/out: bf16, fp16, fp32
+  DType kv_dtype = DType::kBF16;  // == dtype, or kF8E4M3 / kF8E5M2
+  KvLayout layout = KvLayout::kNHD;
+  int num_tokens = 0;
+  int num_seqs = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_size = 0;  // >= 32
+  int block_size = 16;
+  int max_blocks_per_seq = 0;
+  const int* query_start_loc = nullptr;
+  const int* seq_lens = nullptr;
+  const int* block_tables = nullptr;
+  float scale = 0.0f;  // softmax scale, usually 1/sqrt(head_size)
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  int sliding_window = 0;               // 0: none
+  float softcap = 0.0f;                 // 0: none; else s = softcap * tanh(s / softcap)
+  const float* alibi_slopes = nullptr;  // [num_q_heads] or null
+  const float* sinks = nullptr;         // [num_q_heads] sink logits or null
+  bool causal = true;
+};
+
+// Per-step host view of the batch, for planning.
+struct AttentionBatchInfo {
+  std::vector<int> query_lens;  // per sequence
+  std::vector<int> seq_lens;    // per sequence (context incl. new tokens)
+};
+
+// Device work list and split-KV scratch, sized once for the largest batch.
+class PagedAttentionWorkspace {
+ public:
+  PagedAttentionWorkspace() = default;
+  ~PagedAttentionWorkspace();
+  PagedAttentionWorkspace(const PagedAttentionWorkspace&) = delete;
+  PagedAttentionWorkspace& operator=(const PagedAttentionWorkspace&) = delete;
+
+  // Sizes the scratch for up to max_tokens tokens, max_seqs sequences and max_splits KV splits.
+  void reserve(int max_tokens, int max_seqs, int num_q_heads, int head_size, int max_splits);
+
+  int num_work_items = 0;  // CTAs of the main kernel
+  int num_splits = 1;
+  int* work = nullptr;     // device: per item {seq, row_start, split, num_splits_of_seq}
+  float* partial_out = nullptr;  // device: [max_splits, max_tokens, num_q_heads, head_size]
+  float* partial_ml = nullptr;   // device: [max_splits, max_tokens, num_q_heads, 2]
+  int* host_work = nullptr;      // pinned staging of `work`
+  int capacity_items = 0;
+  int max_tokens = 0, max_splits = 0, num_q_heads = 0, head_size = 0;
+  bool split_needs_merge = false;
+};
+
+struct PagedAttentionOptions {
+  int num_sms = 132;
+  int max_splits = 32;        // upper bound on KV splits (fixed under CUDA-graph capture)
+  bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
+  int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
+};
+
+// Builds the work list for this step and uploads it (async on `stream`). Needs num_q_heads/num_kv_heads
+// and head_size of the layer.
+void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size,
+                          DType dtype, const PagedAttentionOptions& options, PagedAttentionWorkspace& ws,
+                          cudaStream_t stream);
+
+// Launches the kernels of the plan. No allocation, no synchronisation.
+void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWorkspace& ws, cudaStream_t stream);
+
+// True when the tensor-core kernel serves this configuration (bf16/fp16, head_size % 8 == 0, <= 256);
+// otherwise the CUDA-core kernel runs (fp32, other head sizes).
+bool paged_attention_uses_tensor_cores(DType dtype, int head_size);
+
+}  // namespace pagoda

@@ -1,0 +1,374 @@
+// PRIVATE to triton_attn/: the tensor-core unified paged-attention kernel (FlashAttention-2 algorithm:
+// mma.sync m16n8k16, ldmatrix, cp.async double buffering, online softmax in fp32).
+//
+// One CTA (4 warps, 128 threads) computes a tile of 64 "rows" of one sequence and one KV head, a row being
+// (query token, query head of the KV head's GQA group): row R -> token R / G, head kv_head * G + R % G.
+// Each warp owns 16 rows. KV tiles of BN keys are gathered from the paged cache through the block table.
+// With KV splits, the CTA covers one contiguous range of KV tiles and writes unnormalised partials that
+// merge_partials (triton_attn.cu) combines.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+
+namespace pagoda::triton_attn_detail {
+
+constexpr int kBlockM = 64;
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct KernelArgs {
+  PagedAttentionParams p;
+  const int4* work;  // {seq, row_start, split, num_splits}
+  float* partial_out;
+  float* partial_ml;
+  int partial_tokens;  // leading dimension of the partials (workspace max_tokens)
+  bool write_partial;
+};
+
+struct KvSame {};
+struct KvE4M3 {};
+struct KvE5M2 {};
+
+template <typename T> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+template <> struct Mma<__half> {
+  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Swizzled position of 16-byte chunk c of row r (CH chunks per row): conflict-free ldmatrix.
+template <int CH>
+__device__ __forceinline__ int swz(int r, int c) {
+  constexpr int kSw = CH >= 8 ? 8 : CH;
+  return r * CH + (c ^ (r % kSw));
+}
+
+// 8 fp8 values (8 bytes) to 8 elements of T (exact: every e4m3/e5m2 value is a bf16 and an fp16 value).
+template <typename T, typename Kv>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
+  constexpr __nv_fp8_interpretation_t kind = std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2;
+  const __nv_fp8x2_storage_t* in = reinterpret_cast<const __nv_fp8x2_storage_t*>(&v);
+  uint4 out;
+  uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(in[i], kind);
+    if constexpr (std::is_same_v<T, __half>) {
+      o[i] = *reinterpret_cast<uint32_t*>(&h);
+    } else {
+      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
+      o[i] = Mma<__nv_bfloat16>::pack(f.x, f.y);
+    }
+  }
+  return out;
+}
+
+template <typename T, typename Kv, int D, int BN>
+struct Smem {
+  static constexpr int kChunks = D / 8;
+  static constexpr bool kFp8 = !std::is_same_v<Kv, KvSame>;
+  static constexpr int kStages = kFp8 ? 1 : 2;
+  static constexpr size_t kBytes = size_t(kBlockM + 2 * kStages * BN) * kChunks * 16;
+};
+
+template <typename T, typename Kv, int D, int BN>
+__global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
+  using S = Smem<T, Kv, D, BN>;
+  constexpr int CH = S::kChunks;
+  constexpr int kStages = S::kStages;
+  constexpr int kNT = BN / 8;  // n-tiles of S per warp
+  constexpr int kDT = D / 8;   // n-tiles of O per warp
+  const PagedAttentionParams& p = args.p;
+  extern __shared__ uint4 smem[];
+  uint4* sQ = smem;
+  uint4* sK = sQ + kBlockM * CH;
+  uint4* sV = sK + kStages * BN * CH;
+
+  const int4 w = args.work[blockIdx.x];
+  const int seq = w.x, row_start = w.y, split = w.z, nsplit = w.w;
+  const int kvh = blockIdx.y;
+  const int G = p.num_q_heads / p.num_kv_heads;
+  const int q_begin = p.query_start_loc[seq];
+  const int q_len = p.query_start_loc[seq + 1] - q_begin;
+  const int ctx = p.seq_lens[seq];
+  const int first_pos = ctx - q_len;
+  const int rows_total = q_len * G;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int hs = p.head_size;
+  const size_t kv_row_stride = size_t(2) * hs;  // elements between consecutive (token, head) slots
+
+  // ---- Q tile -> shared memory (zero rows past the sequence and columns past head_size) ----
+  for (int i = tid; i < kBlockM * CH; i += kThreads) {
+    int r = i / CH, c = i % CH, R = row_start + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (R < rows_total && c * 8 < hs) {
+      int tok = q_begin + R / G, h = kvh * G + R % G;
+      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + (size_t(tok) * p.num_q_heads + h) * hs + c * 8);
+    }
+    sQ[swz<CH>(r, c)] = v;
+  }
+
+  // ---- the CTA's key range ----
+  const int last_row = min(rows_total, row_start + kBlockM) - 1;
+  const int min_pos = first_pos + row_start / G;
+  const int max_pos = first_pos + max(last_row, row_start) / G;
+  int kv_end = p.causal ? min(ctx, max_pos + 1) : ctx;
+  int kv_begin = (p.sliding_window > 0) ? max(0, min_pos - p.sliding_window + 1) : 0;
+  const int t_first = kv_begin / BN, t_last = (kv_end + BN - 1) / BN;
+  const int per_split = (t_last - t_first + nsplit - 1) / nsplit;
+  const int tile_begin = t_first + split * per_split;
+  const int tile_end = min(t_last, tile_begin + per_split);
+  const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
+
+  auto slot_ptr = [&](int key) -> size_t {  // element offset of the (key, kv head) slot
+    int blk = btab[key / p.block_size], off = key % p.block_size;
+    if (p.layout == KvLayout::kNHD) return ((size_t(blk) * p.block_size + off) * p.num_kv_heads + kvh) * kv_row_stride;
+    return ((size_t(blk) * p.num_kv_heads + kvh) * p.block_size + off) * kv_row_stride;
+  };
+  auto load_tile = [&](int tile, int stage) {
+    uint4* k_dst = sK + stage * BN * CH;
+    uint4* v_dst = sV + stage * BN * CH;
+    for (int i = tid; i < BN * CH; i += kThreads) {
+      int r = i / CH, c = i % CH, key = tile * BN + r;
+      int pos = swz<CH>(r, c);
+      if (key < ctx && c * 8 < hs) {
+        size_t base = slot_ptr(key) + c * 8;
+        if constexpr (S::kFp8) {
+          const uint8_t* kv = static_cast<const uint8_t*>(p.kv_cache);
+          k_dst[pos] = fp8x8_to<T, Kv>(*reinterpret_cast<const uint2*>(kv + base));
+          v_dst[pos] = fp8x8_to<T, Kv>(*reinterpret_cast<const uint2*>(kv + base + hs));
+        } else {
+          const T* kv = static_cast<const T*>(p.kv_cache);
+          cp_async_16(&k_dst[pos], kv + base);
+          cp_async_16(&v_dst[pos], kv + base + hs);
+        }
+      } else {
+        k_dst[pos] = make_uint4(0, 0, 0, 0);
+        v_dst[pos] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // Per-thread row state: rows r0 = warp*16 + lane/4 and r1 = r0 + 8.
+  const int r_local[2] = {warp * 16 + lane / 4, warp * 16 + lane / 4 + 8};
+  int q_pos[2];
+  bool row_ok[2];
+  float slope[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    int R = row_start + r_local[i];
+    row_ok[i] = R < rows_total;
+    q_pos[i] = first_pos + (row_ok[i] ? R / G : 0);
+    if (p.alibi_slopes && row_ok[i]) slope[i] = p.alibi_slopes[kvh * G + R % G];
+  }
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float acc[kDT][4];
+#pragma unroll
+  for (int j = 0; j < kDT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  const float qk_scale = p.scale * p.k_scale;
+
+  if (tile_begin < tile_end) {
+    if constexpr (!S::kFp8) {
+      load_tile(tile_begin, 0);
+      cp_async_commit();
+    }
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
+      int stage = 0;
+      if constexpr (S::kFp8) {
+        load_tile(tile, 0);
+        __syncthreads();
+      } else {
+        stage = (tile - tile_begin) & 1;
+        if (tile + 1 < tile_end) {
+          load_tile(tile + 1, stage ^ 1);
+          cp_async_commit();
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();
+      }
+      const uint4* k_s = sK + stage * BN * CH;
+      const uint4* v_s = sV + stage * BN * CH;
+
+      // S = Q K^T for this warp's 16 rows x BN keys.
+      float s[kNT][4];
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, &sQ[swz<CH>(warp * 16 + (lane % 16), kk * 2 + lane / 16)]);
+#pragma unroll
+        for (int nn = 0; nn < BN / 16; ++nn) {
+          uint32_t b[4];
+          ldmatrix_x4(b, &k_s[swz<CH>(nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
+          Mma<T>::run(s[2 * nn], a, b);
+          Mma<T>::run(s[2 * nn + 1], a, b + 2);
+        }
+      }
+      // Scale, soft-cap, ALiBi, mask; online softmax (log2 domain).
+      float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int i = e / 2;
+          int key = tile * BN + j * 8 + (lane % 4) * 2 + (e % 2);
+          float x = s[j][e] * qk_scale;
+          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+          x += slope[i] * float(key - q_pos[i]);
+          bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
+                    (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window);
+          x = ok ? x * kLog2e : -INFINITY;
+          s[j][e] = x;
+          row_max[i] = fmaxf(row_max[i], x);
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 1));
+        row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 2));
+        float m_new = fmaxf(m[i], row_max[i]);
+        float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[i] = exp2f(m[i] - m_use);
+        m[i] = m_new;
+        row_max[i] = m_use;
+      }
+      float row_sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float pe = exp2f(s[j][e] - row_max[e / 2]);
+          s[j][e] = pe;
+          row_sum[e / 2] += pe;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + row_sum[i];  // quad-partial sums; reduced at the end
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        acc[j][0] *= alpha[0];
+        acc[j][1] *= alpha[0];
+        acc[j][2] *= alpha[1];
+        acc[j][3] *= alpha[1];
+      }
+      // O += P V.
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t a[4];
+        a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int dd = 0; dd < D / 16; ++dd) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, &v_s[swz<CH>(kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
+          Mma<T>::run(acc[2 * dd], a, b);
+          Mma<T>::run(acc[2 * dd + 1], a, b + 2);
+        }
+      }
+      __syncthreads();  // the stage is overwritten by the next load
+    }
+  }
+
+  // Row sums: each row's elements live on the 4 threads of a quad.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffff, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!row_ok[i]) continue;
+    int R = row_start + r_local[i];
+    int tok = q_begin + R / G, h = kvh * G + R % G;
+    size_t row = size_t(tok) * p.num_q_heads + h;
+    if (args.write_partial) {
+      size_t prow = size_t(split) * args.partial_tokens * p.num_q_heads + row;
+      float* po = args.partial_out + prow * hs;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        int d = j * 8 + (lane % 4) * 2;
+        if (d < hs) {
+          po[d] = acc[j][2 * i];
+          po[d + 1] = acc[j][2 * i + 1];
+        }
+      }
+      if (lane % 4 == 0) {
+        args.partial_ml[prow * 2] = m[i];
+        args.partial_ml[prow * 2 + 1] = l[i];
+      }
+    } else {
+      float mi = m[i], li = l[i];
+      float o_scale = 1.f;
+      if (p.sinks) {
+        float sink = p.sinks[h] * kLog2e;
+        float mf = fmaxf(mi, sink);
+        o_scale = exp2f(mi - mf);
+        li = li * o_scale + exp2f(sink - mf);
+      }
+      float inv = li > 0.f ? o_scale * p.v_scale / li : 0.f;
+      T* out = static_cast<T*>(p.out) + row * hs;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        int d = j * 8 + (lane % 4) * 2;
+        if (d < hs) {
+          uint32_t v = Mma<T>::pack(acc[j][2 * i] * inv, acc[j][2 * i + 1] * inv);
+          *reinterpret_cast<uint32_t*>(out + d) = v;
+        }
+      }
+    }
+  }
+}
+
+// Instantiated per element type in unified_attention_{bf16,f16}.cu.
+template <typename T>
+void launch_unified(const KernelArgs& args, int num_items, cudaStream_t stream);
+
+}  // namespace pagoda::triton_attn_detail
