@@ -127,9 +127,16 @@ float run_shape(const Setup& s, double* bytes_out, double* flops_out, int num_sm
   return ms;
 }
 
-int main() {
+int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  if (argc == 4 && std::string(argv[1]) == "--decode") {  // one shape, for profilers
+    Setup s{std::atoi(argv[2]), std::atoi(argv[3]), 1};
+    double bytes, flops;
+    float ms = run_shape(s, &bytes, &flops, prop.multiProcessorCount);
+    std::printf("decode batch=%s ctx=%s %.3f ms %.2f TB/s\n", argv[2], argv[3], ms, bytes / (ms * 1e-3) / 1e12);
+    return 0;
+  }
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   // Ceiling: device-to-device copy of 4 GiB (bytes read + written).
   size_t n = size_t(4) << 30;

@@ -306,9 +306,12 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
   if (ws.num_work_items == 0) return;
   PAGODA_CHECK(p.head_size >= 1 && p.head_size <= kMaxFallbackHead, "unsupported head_size ", p.head_size);
   PAGODA_CHECK(p.num_tokens <= ws.max_tokens, "num_tokens ", p.num_tokens, " > workspace max_tokens ", ws.max_tokens);
-  KernelArgs args{p, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.max_tokens,
+  PagedAttentionParams pp = p;
+  pp.block_size_log2 = (p.block_size & (p.block_size - 1)) == 0 ? __builtin_ctz(unsigned(p.block_size)) : -1;
+  KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.max_tokens,
                   ws.split_needs_merge};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
+  PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
   if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,
                        "KV cache dtype ", dtype_name(p.kv_dtype), " with model dtype ", dtype_name(p.dtype));
   switch (p.dtype) {

@@ -38,6 +38,7 @@ struct PagedAttentionParams {
   int num_kv_heads = 0;
   int head_size = 0;  // >= 32
   int block_size = 16;
+  int block_size_log2 = -1;  // log2(block_size) when a power of two (set by run_paged_attention)
   int max_blocks_per_seq = 0;
   const int* query_start_loc = nullptr;
   const int* seq_lens = nullptr;

@@ -109,22 +109,38 @@ template <typename T, typename Kv, int D, int BN>
 struct Smem {
   static constexpr int kChunks = D / 8;
   static constexpr bool kFp8 = !std::is_same_v<Kv, KvSame>;
-  static constexpr int kStages = kFp8 ? 1 : 2;
-  static constexpr size_t kBytes = size_t(kBlockM + 2 * kStages * BN) * kChunks * 16;
+  // cp.async pipeline depth: 3 stages while two CTAs still fit an SM (D <= 128), else 2.
+#ifdef PAGODA_ATTN_STAGES  // experiments only
+  static constexpr int kStages = D <= 128 ? PAGODA_ATTN_STAGES : 2;
+#else
+  static constexpr int kStages = D <= 128 ? 3 : 2;
+#endif
+  // 16-bit KV lands in kStages K/V tiles; fp8 KV lands raw in kStages staging tiles and is converted
+  // into one K/V tile before use.
+  static constexpr int kTiles = kFp8 ? 1 : kStages;
+  static constexpr size_t kQBytes = size_t(kBlockM) * kChunks * 16;
+  static constexpr size_t kTileBytes = size_t(2) * kTiles * BN * kChunks * 16;
+  static constexpr size_t kStagingBytes = kFp8 ? size_t(2) * kStages * BN * D : 0;
+  // Decode tiles split keys across warps; the warps' states are merged through shared memory.
+  static constexpr size_t kMergeBytes = size_t(4) * 16 * (D + 2) * 4;
+  static constexpr size_t kMain = kQBytes + kTileBytes + kStagingBytes;
+  static constexpr size_t kBytes = kMain > kQBytes + kMergeBytes ? kMain : kQBytes + kMergeBytes;
+  // Warps split the keys of a tile (16 each) when the tile has at most 16 query rows (decode).
+  static constexpr bool kCanWarpSplit = BN == 64;
 };
 
-template <typename T, typename Kv, int D, int BN>
-__global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
+template <typename T, typename Kv, int D, int BN, bool kSplit>
+__device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* smem) {
   using S = Smem<T, Kv, D, BN>;
   constexpr int CH = S::kChunks;
   constexpr int kStages = S::kStages;
   constexpr int kNT = BN / 8;  // n-tiles of S per warp
   constexpr int kDT = D / 8;   // n-tiles of O per warp
   const PagedAttentionParams& p = args.p;
-  extern __shared__ uint4 smem[];
   uint4* sQ = smem;
   uint4* sK = sQ + kBlockM * CH;
-  uint4* sV = sK + kStages * BN * CH;
+  uint4* sV = sK + S::kTiles * BN * CH;
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sV + S::kTiles * BN * CH);  // fp8: [stage][K|V][BN][D]
 
   const int4 w = args.work[blockIdx.x];
   const int seq = w.x, row_start = w.y, split = w.z, nsplit = w.w;
@@ -138,6 +154,9 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hs = p.head_size;
   const size_t kv_row_stride = size_t(2) * hs;  // elements between consecutive (token, head) slots
+  // Decode-shaped tile (<= 16 query rows): every warp takes rows 0-15 and 16 of each tile's 64 keys.
+  constexpr bool warp_split = kSplit;
+  const int row_base = warp_split ? 0 : warp * 16;
 
   // ---- Q tile -> shared memory (zero rows past the sequence and columns past head_size) ----
   for (int i = tid; i < kBlockM * CH; i += kThreads) {
@@ -162,37 +181,75 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
   const int tile_end = min(t_last, tile_begin + per_split);
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
 
+  const int bs_shift = p.block_size_log2;
   auto slot_ptr = [&](int key) -> size_t {  // element offset of the (key, kv head) slot
-    int blk = btab[key / p.block_size], off = key % p.block_size;
+    int blk, off;
+    if (bs_shift >= 0) {  // power-of-two block size: no integer division
+      blk = btab[key >> bs_shift];
+      off = key & (p.block_size - 1);
+    } else {
+      blk = btab[key / p.block_size];
+      off = key % p.block_size;
+    }
     if (p.layout == KvLayout::kNHD) return ((size_t(blk) * p.block_size + off) * p.num_kv_heads + kvh) * kv_row_stride;
     return ((size_t(blk) * p.num_kv_heads + kvh) * p.block_size + off) * kv_row_stride;
   };
+  // Issues the asynchronous copies of one KV tile into pipeline stage `stage`.
   auto load_tile = [&](int tile, int stage) {
-    uint4* k_dst = sK + stage * BN * CH;
-    uint4* v_dst = sV + stage * BN * CH;
-    for (int i = tid; i < BN * CH; i += kThreads) {
-      int r = i / CH, c = i % CH, key = tile * BN + r;
-      int pos = swz<CH>(r, c);
-      if (key < ctx && c * 8 < hs) {
-        size_t base = slot_ptr(key) + c * 8;
-        if constexpr (S::kFp8) {
-          const uint8_t* kv = static_cast<const uint8_t*>(p.kv_cache);
-          k_dst[pos] = fp8x8_to<T, Kv>(*reinterpret_cast<const uint2*>(kv + base));
-          v_dst[pos] = fp8x8_to<T, Kv>(*reinterpret_cast<const uint2*>(kv + base + hs));
+    if constexpr (S::kFp8) {
+      constexpr int FCH = D / 16;  // 16-byte chunks of an fp8 row
+      uint8_t* k_dst = staging + size_t(stage) * 2 * BN * D;
+      uint8_t* v_dst = k_dst + BN * D;
+      const uint8_t* kv = static_cast<const uint8_t*>(p.kv_cache);
+      for (int i = tid; i < BN * FCH; i += kThreads) {
+        int r = i / FCH, c = i % FCH, key = tile * BN + r;
+        if (key < ctx && c * 16 < hs) {
+          size_t base = slot_ptr(key) + c * 16;
+          cp_async_16(k_dst + r * D + c * 16, kv + base);
+          cp_async_16(v_dst + r * D + c * 16, kv + base + hs);
         } else {
-          const T* kv = static_cast<const T*>(p.kv_cache);
+          *reinterpret_cast<uint4*>(k_dst + r * D + c * 16) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(v_dst + r * D + c * 16) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    } else {
+      uint4* k_dst = sK + stage * BN * CH;
+      uint4* v_dst = sV + stage * BN * CH;
+      const T* kv = static_cast<const T*>(p.kv_cache);
+      for (int i = tid; i < BN * CH; i += kThreads) {
+        int r = i / CH, c = i % CH, key = tile * BN + r;
+        int pos = swz<CH>(r, c);
+        if (key < ctx && c * 8 < hs) {
+          size_t base = slot_ptr(key) + c * 8;
           cp_async_16(&k_dst[pos], kv + base);
           cp_async_16(&v_dst[pos], kv + base + hs);
+        } else {
+          k_dst[pos] = make_uint4(0, 0, 0, 0);
+          v_dst[pos] = make_uint4(0, 0, 0, 0);
         }
-      } else {
-        k_dst[pos] = make_uint4(0, 0, 0, 0);
-        v_dst[pos] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  // fp8: staging[stage] -> the K/V tile in T (exact conversion).
+  auto convert_tile = [&](int stage) {
+    if constexpr (S::kFp8) {
+      constexpr int FCH = D / 16;
+      const uint8_t* k_src = staging + size_t(stage) * 2 * BN * D;
+      const uint8_t* v_src = k_src + BN * D;
+      for (int i = tid; i < BN * FCH; i += kThreads) {
+        int r = i / FCH, c = i % FCH;
+        uint4 kr = *reinterpret_cast<const uint4*>(k_src + r * D + c * 16);
+        uint4 vr = *reinterpret_cast<const uint4*>(v_src + r * D + c * 16);
+        sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
+        sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr.z, kr.w));
+        sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr.x, vr.y));
+        sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr.z, vr.w));
       }
     }
   };
 
-  // Per-thread row state: rows r0 = warp*16 + lane/4 and r1 = r0 + 8.
-  const int r_local[2] = {warp * 16 + lane / 4, warp * 16 + lane / 4 + 8};
+  // Per-thread row state: rows r0 = row_base + lane/4 and r1 = r0 + 8.
+  const int r_local[2] = {row_base + lane / 4, row_base + lane / 4 + 8};
   int q_pos[2];
   bool row_ok[2];
   float slope[2] = {0.f, 0.f};
@@ -209,113 +266,113 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
   for (int j = 0; j < kDT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   const float qk_scale = p.scale * p.k_scale;
 
-  if (tile_begin < tile_end) {
-    if constexpr (!S::kFp8) {
-      load_tile(tile_begin, 0);
-      cp_async_commit();
-    }
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-      int stage = 0;
-      if constexpr (S::kFp8) {
-        load_tile(tile, 0);
-        __syncthreads();
-      } else {
-        stage = (tile - tile_begin) & 1;
-        if (tile + 1 < tile_end) {
-          load_tile(tile + 1, stage ^ 1);
-          cp_async_commit();
-          cp_async_wait<1>();
-        } else {
-          cp_async_wait<0>();
-        }
-        __syncthreads();
-      }
-      const uint4* k_s = sK + stage * BN * CH;
-      const uint4* v_s = sV + stage * BN * CH;
-
-      // S = Q K^T for this warp's 16 rows x BN keys.
-      float s[kNT][4];
+  // Prologue: stages 0 .. kStages-2 in flight. One commit group per stage, empty ones included, so that
+  // wait_group<kStages-1> always means "the oldest tile has landed".
 #pragma unroll
-      for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, &sQ[swz<CH>(warp * 16 + (lane % 16), kk * 2 + lane / 16)]);
-#pragma unroll
-        for (int nn = 0; nn < BN / 16; ++nn) {
-          uint32_t b[4];
-          ldmatrix_x4(b, &k_s[swz<CH>(nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
-          Mma<T>::run(s[2 * nn], a, b);
-          Mma<T>::run(s[2 * nn + 1], a, b + 2);
-        }
-      }
-      // Scale, soft-cap, ALiBi, mask; online softmax (log2 domain).
-      float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < kNT; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int i = e / 2;
-          int key = tile * BN + j * 8 + (lane % 4) * 2 + (e % 2);
-          float x = s[j][e] * qk_scale;
-          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-          x += slope[i] * float(key - q_pos[i]);
-          bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
-                    (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window);
-          x = ok ? x * kLog2e : -INFINITY;
-          s[j][e] = x;
-          row_max[i] = fmaxf(row_max[i], x);
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 1));
-        row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 2));
-        float m_new = fmaxf(m[i], row_max[i]);
-        float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[i] = exp2f(m[i] - m_use);
-        m[i] = m_new;
-        row_max[i] = m_use;
-      }
-      float row_sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int j = 0; j < kNT; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float pe = exp2f(s[j][e] - row_max[e / 2]);
-          s[j][e] = pe;
-          row_sum[e / 2] += pe;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + row_sum[i];  // quad-partial sums; reduced at the end
-#pragma unroll
-      for (int j = 0; j < kDT; ++j) {
-        acc[j][0] *= alpha[0];
-        acc[j][1] *= alpha[0];
-        acc[j][2] *= alpha[1];
-        acc[j][3] *= alpha[1];
-      }
-      // O += P V.
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        uint32_t a[4];
-        a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-        for (int dd = 0; dd < D / 16; ++dd) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, &v_s[swz<CH>(kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
-          Mma<T>::run(acc[2 * dd], a, b);
-          Mma<T>::run(acc[2 * dd + 1], a, b + 2);
-        }
-      }
-      __syncthreads();  // the stage is overwritten by the next load
-    }
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (tile_begin + st < tile_end) load_tile(tile_begin + st, st);
+    cp_async_commit();
   }
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int it = tile - tile_begin;
+    const int stage = it % kStages;
+    if (tile + kStages - 1 < tile_end) load_tile(tile + kStages - 1, (it + kStages - 1) % kStages);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    if constexpr (S::kFp8) {
+      convert_tile(stage);
+      __syncthreads();
+    }
+    const uint4* k_s = sK + (S::kFp8 ? 0 : stage) * BN * CH;
+    const uint4* v_s = sV + (S::kFp8 ? 0 : stage) * BN * CH;
+
+    // S = Q K^T for this warp's 16 rows x (all BN keys, or its 16 keys when warps split the tile).
+    float s[kNT][4];
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, &sQ[swz<CH>(row_base + (lane % 16), kk * 2 + lane / 16)]);
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        if (warp_split && nn != warp) continue;  // warp-uniform
+        uint32_t b[4];
+        ldmatrix_x4(b, &k_s[swz<CH>(nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
+        Mma<T>::run(s[2 * nn], a, b);
+        Mma<T>::run(s[2 * nn + 1], a, b + 2);
+      }
+    }
+    // Scale, soft-cap, ALiBi, mask; online softmax (log2 domain).
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int i = e / 2;
+        int key = tile * BN + j * 8 + (lane % 4) * 2 + (e % 2);
+        float x = s[j][e] * qk_scale;
+        if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+        x += slope[i] * float(key - q_pos[i]);
+        bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
+                  (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window) && (!warp_split || j / 2 == warp);
+        x = ok ? x * kLog2e : -INFINITY;
+        s[j][e] = x;
+        row_max[i] = fmaxf(row_max[i], x);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 1));
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffff, row_max[i], 2));
+      float m_new = fmaxf(m[i], row_max[i]);
+      float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[i] = exp2f(m[i] - m_use);
+      m[i] = m_new;
+      row_max[i] = m_use;
+    }
+    float row_sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      if (warp_split && j / 2 != warp) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float pe = exp2f(s[j][e] - row_max[e / 2]);
+        s[j][e] = pe;
+        row_sum[e / 2] += pe;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + row_sum[i];  // quad-partial sums; reduced at the end
+#pragma unroll
+    for (int j = 0; j < kDT; ++j) {
+      acc[j][0] *= alpha[0];
+      acc[j][1] *= alpha[0];
+      acc[j][2] *= alpha[1];
+      acc[j][3] *= alpha[1];
+    }
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if (warp_split && kk != warp) continue;
+      uint32_t a[4];
+      a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, &v_s[swz<CH>(kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
+        Mma<T>::run(acc[2 * dd], a, b);
+        Mma<T>::run(acc[2 * dd + 1], a, b + 2);
+      }
+    }
+    __syncthreads();  // the stage is overwritten by a later load
+  }
+  cp_async_wait<0>();
 
   // Row sums: each row's elements live on the 4 threads of a quad.
 #pragma unroll
@@ -323,29 +380,24 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
     l[i] += __shfl_xor_sync(0xffffffff, l[i], 1);
     l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!row_ok[i]) continue;
-    int R = row_start + r_local[i];
+
+  // Writes one row's final or partial result. o(d) gives the unnormalised output of column d.
+  auto write_row = [&](int r, float mi, float li, auto&& o, int d_begin, int d_step) {
+    int R = row_start + r;
     int tok = q_begin + R / G, h = kvh * G + R % G;
     size_t row = size_t(tok) * p.num_q_heads + h;
     if (args.write_partial) {
       size_t prow = size_t(split) * args.partial_tokens * p.num_q_heads + row;
       float* po = args.partial_out + prow * hs;
-#pragma unroll
-      for (int j = 0; j < kDT; ++j) {
-        int d = j * 8 + (lane % 4) * 2;
-        if (d < hs) {
-          po[d] = acc[j][2 * i];
-          po[d + 1] = acc[j][2 * i + 1];
-        }
+      for (int d = d_begin; d < hs; d += d_step) {
+        po[d] = o(d);
+        po[d + 1] = o(d + 1);
       }
-      if (lane % 4 == 0) {
-        args.partial_ml[prow * 2] = m[i];
-        args.partial_ml[prow * 2 + 1] = l[i];
+      if (d_begin == 0) {
+        args.partial_ml[prow * 2] = mi;
+        args.partial_ml[prow * 2 + 1] = li;
       }
     } else {
-      float mi = m[i], li = l[i];
       float o_scale = 1.f;
       if (p.sinks) {
         float sink = p.sinks[h] * kLog2e;
@@ -355,16 +407,86 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
       }
       float inv = li > 0.f ? o_scale * p.v_scale / li : 0.f;
       T* out = static_cast<T*>(p.out) + row * hs;
+      for (int d = d_begin; d < hs; d += d_step)
+        *reinterpret_cast<uint32_t*>(out + d) = Mma<T>::pack(o(d) * inv, o(d + 1) * inv);
+    }
+  };
+
+  if (!warp_split) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (!row_ok[i]) continue;
 #pragma unroll
       for (int j = 0; j < kDT; ++j) {
         int d = j * 8 + (lane % 4) * 2;
-        if (d < hs) {
-          uint32_t v = Mma<T>::pack(acc[j][2 * i] * inv, acc[j][2 * i + 1] * inv);
-          *reinterpret_cast<uint32_t*>(out + d) = v;
-        }
+        if (d >= hs) continue;
+        float v0 = acc[j][2 * i], v1 = acc[j][2 * i + 1];
+        write_row(r_local[i], m[i], l[i], [&](int dd) { return dd == d ? v0 : v1; }, d, hs);
       }
     }
+    return;
   }
+  // Warps split the keys: merge the four (m, l, acc) states of rows 0-15 through shared memory.
+  float* ms = reinterpret_cast<float*>(sK);  // [4][16] m, then [4][16] l, then [4][16][D] acc
+  float* ls = ms + 4 * 16;
+  float* as = ls + 4 * 16;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    int r = lane / 4 + 8 * i;
+    if (lane % 4 == 0) {
+      ms[warp * 16 + r] = m[i];
+      ls[warp * 16 + r] = l[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kDT; ++j) {
+      int d = j * 8 + (lane % 4) * 2;
+      as[(warp * 16 + r) * D + d] = acc[j][2 * i];
+      as[(warp * 16 + r) * D + d + 1] = acc[j][2 * i + 1];
+    }
+  }
+  __syncthreads();
+  const int valid_rows = min(16, rows_total - row_start);
+  // Thread layout: 8 threads per row (16 rows), each thread a strided set of column pairs.
+  const int r = tid / 8, part = tid % 8;
+  if (r < valid_rows) {
+    float mw[4], mm = -INFINITY;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      mw[x] = ms[x * 16 + r];
+      mm = fmaxf(mm, mw[x]);
+    }
+    float mu = mm == -INFINITY ? 0.f : mm;
+    float wgt[4], lsum = 0.f;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      wgt[x] = exp2f(mw[x] - mu);
+      lsum += ls[x * 16 + r] * wgt[x];
+    }
+    auto o = [&](int d) {
+      float v = 0.f;
+#pragma unroll
+      for (int x = 0; x < 4; ++x) v += as[(x * 16 + r) * D + d] * wgt[x];
+      return v;
+    };
+    write_row(r, mm, lsum, o, part * 2, 16);
+  }
+}
+
+template <typename T, typename Kv, int D, int BN>
+__global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
+  extern __shared__ uint4 smem[];
+  // One kernel for the whole mixed batch; decode-shaped tiles (<= 16 query rows) take the key-split body.
+  if constexpr (Smem<T, Kv, D, BN>::kCanWarpSplit) {
+    const int4 w = args.work[blockIdx.x];
+    const int G = args.p.num_q_heads / args.p.num_kv_heads;
+    const int rows = (args.p.query_start_loc[w.x + 1] - args.p.query_start_loc[w.x]) * G;
+    if (rows - w.y <= 16) {
+      attention_tile<T, Kv, D, BN, true>(args, smem);
+      return;
+    }
+  }
+  attention_tile<T, Kv, D, BN, false>(args, smem);
 }
 
 // Instantiated per element type in unified_attention_{bf16,f16}.cu.
