@@ -1,0 +1,47 @@
+// The state behind pagoda::Tokenizer, shared by tokenizer.cc (encode/decode) and tokenizer_loader.cc
+// (building it from the files). Internal to pagoda_tokenizer.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagoda/tokenizer/added_vocab.h"
+#include "pagoda/tokenizer/bpe.h"
+#include "pagoda/tokenizer/decoder.h"
+#include "pagoda/tokenizer/normalizer.h"
+#include "pagoda/tokenizer/pre_tokenizer.h"
+#include "pagoda/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct Tokenizer::Impl {
+  std::string source;  // the tokenizer.json path, for messages
+  std::unique_ptr<tokenizer_detail::BpeModel> model;
+  tokenizer_detail::AddedVocab added;
+  std::unique_ptr<tokenizer_detail::Normalizer> normalizer;       // may be null
+  std::unique_ptr<tokenizer_detail::PreTokenizer> pre_tokenizer;  // may be null
+  std::unique_ptr<tokenizer_detail::Decoder> decoder;             // null: tokens joined with spaces
+  std::vector<int> prefix_ids;                                    // added before the text by add_special_tokens
+  std::vector<int> suffix_ids;                                    // added after it
+  std::optional<int> bos_id;
+  std::vector<int> eos_ids;
+  std::string chat_template;
+  int vocab_size = 0;
+
+  // Reads tokenizer.json and the optional files (tokenizer_loader.cc).
+  void load(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
+
+  std::vector<int> encode(std::string_view text, bool add_special_tokens, bool parse_special) const;
+  std::string decode(std::span<const int> ids, bool skip_special_tokens,
+                     tokenizer_detail::InvalidBytes invalid = tokenizer_detail::InvalidBytes::kReplace) const;
+
+ private:
+  void load_files(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
+  // Normalizes one text segment, splits off normalized added tokens, pre-tokenizes and runs the model.
+  void encode_segment(std::string_view text, bool at_start, bool parse_special, std::vector<int>* ids) const;
+  void encode_normalized(std::string text, bool at_start, std::vector<int>* ids) const;
+};
+
+}  // namespace pagoda
