@@ -265,7 +265,9 @@ ModelConfig parse_model_config(const std::string& path) {
   } else {
     gen_path = fs::path(path).parent_path() / "generation_config.json";
   }
-  if (!fs::is_regular_file(cfg_path, ec)) throw_runtime_error("model config '", cfg_path.string(), "' does not exist");
+  if (!fs::exists(path, ec)) throw_runtime_error("model path '", path, "' does not exist");
+  if (!fs::is_regular_file(cfg_path, ec))
+    throw_runtime_error("'", cfg_path.string(), "' does not exist: '", path, "' is not a Hugging Face model folder");
   const std::string gen = fs::is_regular_file(gen_path, ec) ? read_text(gen_path) : std::string();
   return parse_model_config_text(read_text(cfg_path), cfg_path.string(), gen);
 }
