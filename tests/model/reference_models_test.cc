@@ -166,6 +166,27 @@ TEST_P(ReferenceModel, Bf16KvCacheAgainstBf16Reference) {
   }
 }
 
+// Not a pass/fail check: prints prefill and decode throughput of qwen3-tiny on this CPU (2 threads).
+TEST(Throughput, Qwen3TinyGreedy) {
+  const json ref = load_reference("qwen3-tiny");
+  LoadedModel model = load_model(data_dir() + "/reference/qwen3-tiny");
+  CpuModelRunner runner(model, {.num_blocks = 8, .block_size = 128}, 2);
+  BlockAllocator alloc(8);
+  std::vector<Sequence> seqs(1);
+  seqs[0].prompt = ids_of(ref["prompts"][3]["input_ids"]);  // 200 tokens
+  seqs[0].max_new_tokens = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  run_greedy(runner, alloc, seqs, 1 << 20);
+  const double prefill = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seqs[0].max_new_tokens = 257;
+  t0 = std::chrono::steady_clock::now();
+  run_greedy(runner, alloc, seqs, 1 << 20);
+  const double decode = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(seqs[0].output.size(), 257u);
+  std::printf("[ qwen3-tiny ] prefill 200 tokens: %.1f ms (%.0f tokens/s); greedy decode 256 tokens: %.0f tokens/s\n",
+              prefill * 1e3, 200 / prefill, 256 / decode);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ReferenceModel, ::testing::Values("qwen3-tiny", "llama-tiny", "qwen2-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
