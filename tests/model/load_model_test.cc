@@ -166,6 +166,32 @@ TEST_F(BadCheckpoint, NoWeightsOrNoFolder) {
   EXPECT_THROW(load_model((dir_ / "nope").string()), Error);
 }
 
+// Mistral with a sliding window (dummy weights): a window wider than the sequence changes nothing, a narrow one
+// changes the logits, and chunked prefill + decode agrees with a one-shot prefill under the window.
+TEST(CpuModelRunner, MistralSlidingWindow) {
+  auto dir = temp_dir("mistral");
+  auto logits_for = [&](json window, int chunk) {
+    json cfg = {{"architectures", {"MistralForCausalLM"}}, {"vocab_size", 64}, {"hidden_size", 64}, {"intermediate_size", 96},
+                {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"sliding_window", window},
+                {"torch_dtype", "float32"}};
+    write_text(dir / "config.json", cfg.dump());
+    LoadedModel m = load_model(dir.string(), options(LoadFormat::kDummy, std::nullopt, 3));
+    CpuModelRunner r(m, {.num_blocks = 8, .block_size = 4}, 2);
+    BlockAllocator a(8);
+    std::vector<Sequence> s(1);
+    for (int i = 0; i < 20; ++i) s[0].prompt.push_back((i * 7) % 64);
+    s[0].max_new_tokens = 4;
+    run_greedy(r, a, s, chunk);
+    return std::make_pair(s[0].last_prompt_logits, s[0].output);
+  };
+  auto none = logits_for(nullptr, 100);
+  EXPECT_EQ(logits_for(1000, 100), none);
+  auto narrow = logits_for(5, 100);
+  EXPECT_NE(narrow.first, none.first);
+  EXPECT_EQ(logits_for(5, 3), narrow);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CpuModelRunner, RejectsMalformedBatches) {
   LoadedModel m = load_model(kDummyTinyModel);
   CpuModelRunner r(m, {.num_blocks = 2, .block_size = 16}, 1);

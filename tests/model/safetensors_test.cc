@@ -56,7 +56,9 @@ TEST(Safetensors, OpensFileAndShardedCheckpoint) {
   auto ck = SafetensorsCheckpoint::open(dir.string());
   auto a = ck->find("a.weight");
   ASSERT_TRUE(a);
-  EXPECT_EQ(static_cast<const float*>(a->data())[5], 6.0f);
+  float last;
+  std::memcpy(&last, static_cast<const uint8_t*>(a->data()) + 20, 4);  // the data section is not aligned
+  EXPECT_EQ(last, 6.0f);
   ASSERT_TRUE(ck->find("b.bias"));
   EXPECT_FALSE(ck->find("c"));
   EXPECT_EQ(ck->tensor_names().size(), 2u);

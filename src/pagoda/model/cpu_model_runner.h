@@ -37,6 +37,7 @@ struct KvCacheOptions {
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
 };
 
+// Owns the KV cache, a thread pool and per-step workspace; one forward() at a time (not thread-safe).
 class CpuModelRunner {
  public:
   // Allocates the KV cache (num_layers x num_blocks x kv_heads x block_size x 2*head_dim). num_threads <= 0:

@@ -109,16 +109,20 @@ ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const Safe
       throw_config_error(where, " has dtype ", info.dtype_name, "; pagoda loads F32, BF16 or F16 weights");
     const DType from = *info.dtype;
     const int64_t numel = int64_t(info.end - info.begin) / int64_t(info.element_size);
+    // The format does not align the data section; a misaligned tensor is copied once so every later
+    // access is an aligned typed load.
+    const void* src = ref->data();
+    if (reinterpret_cast<uintptr_t>(src) % info.element_size != 0) src = convert_owned(w, src, from, from, numel);
     Slot s = slot_for(w, spec);
     if (s.vec) {
       s.vec->resize(size_t(numel));
-      for (int64_t i = 0; i < numel; ++i) (*s.vec)[size_t(i)] = load_as_f32(ref->data(), from, size_t(i));
+      for (int64_t i = 0; i < numel; ++i) (*s.vec)[size_t(i)] = load_as_f32(src, from, size_t(i));
     } else {
       const DType to = dtype.value_or(from);
       s.matrix->dtype = to;
       s.matrix->rows = spec.shape[0];
       s.matrix->cols = spec.shape[1];
-      s.matrix->data = to == from ? ref->data() : convert_owned(w, ref->data(), from, to, numel);
+      s.matrix->data = to == from ? src : convert_owned(w, src, from, to, numel);
     }
   }
   finish(w, c);

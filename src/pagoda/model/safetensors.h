@@ -55,6 +55,7 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }
   const SafetensorsTensorInfo* find(const std::string& name) const;  // null when absent
+  // May be misaligned for the dtype: the format does not pad the header.
   const uint8_t* tensor_data(const SafetensorsTensorInfo& t) const { return base_ + header_.data_offset + t.begin; }
 
  private:
