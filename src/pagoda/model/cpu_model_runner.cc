@@ -204,7 +204,15 @@ void CpuModelRunner::layer(int l, const ForwardBatch& b, int64_t T) {
   ap.head_size = int(hd);
   ap.block_size = cache_.block_size;
   ap.sliding_window = c.uses_sliding_window(l) ? c.sliding_window : 0;
-  ap.parallel_for = [this](int64_t n, const std::function<void(int64_t, int64_t)>& body) { pool_.parallel_for(n, 1, body); };
+  // Work ~ sum over sequences of new tokens x context x heads x head_dim; below ~1M multiply-adds one thread
+  // does it all (same reasoning as the matmul grain).
+  int64_t work = 0;
+  for (int s = 0; s < b.num_seqs(); ++s)
+    work += int64_t(b.query_start_loc[size_t(s + 1)] - b.query_start_loc[size_t(s)]) * b.seq_lens[size_t(s)];
+  work *= int64_t(c.num_heads) * hd * 2;
+  ap.parallel_for = [this, work](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    pool_.parallel_for(n, work < (int64_t(1) << 20) ? n : 1, body);
+  };
   cpu_attn_forward(ap);
 
   linear(attn_.data(), Q, lw.o, lw.o_bias, tmp_.data(), H, T, &pool_);

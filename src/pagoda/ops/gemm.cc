@@ -66,9 +66,10 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const int64_t ldx = p.ldx ? p.ldx : p.k;
   const int64_t ldy = p.ldy ? p.ldy : p.n;
   const int64_t num_panels = (p.n + kPanelN - 1) / kPanelN;
-  // About 64K multiply-adds per task before splitting pays for waking a thread.
+  // At least ~256K multiply-adds (tens of microseconds) per task: below that, handing work to another thread
+  // costs more than it saves, especially on a loaded machine where the other thread may not be running.
   const int64_t panel_flops = std::max<int64_t>(1, p.m * p.k * kPanelN);
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / panel_flops);
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / panel_flops);
   parallel_for(pool, num_panels, grain, [&](int64_t pb, int64_t pe) {
     thread_local std::vector<float> wbuf;
     if (p.w_dtype != DType::kF32) wbuf.resize(size_t(kPanelN * kChunkK));
