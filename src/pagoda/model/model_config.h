@@ -1,8 +1,10 @@
-// The architecture-independent description of a Hugging Face decoder model, parsed from config.json.
+// The architecture-independent description of a Hugging Face decoder model, parsed from config.json
+// (and generation_config.json). After parsing it is const: nothing below the parser changes it.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pagoda/core/dtype.h"
@@ -11,8 +13,11 @@ namespace pagoda {
 
 enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
 
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM".
+std::string_view architecture_name(Architecture a);
+
 struct RopeScaling {
-  std::string type = "default";  // "default" or "llama3" (others are rejected with a clear error)
+  std::string type = "default";  // "default", "linear" or "llama3" (others are rejected with a clear error)
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -27,23 +32,40 @@ struct ModelConfig {
   int intermediate_size = 0;
   int num_layers = 0;
   int num_heads = 0;
-  int num_kv_heads = 0;
-  int head_dim = 0;  // head_dim from config.json, else hidden_size / num_heads
+  int num_kv_heads = 0;  // num_key_value_heads, else num_heads
+  int head_dim = 0;      // head_dim from config.json, else hidden_size / num_heads
   int max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v biases (Qwen2: always true)
+  bool attention_bias = false;  // q/k/v biases (Qwen2: always; Llama/Qwen3: attention_bias)
+  bool o_proj_bias = false;     // o_proj bias (Llama/Qwen3 attention_bias; never Qwen2)
   bool qk_norm = false;         // Qwen3: per-head RMSNorm of q and k before RoPE
-  // Sliding window: per layer flag and the window (0 = none).
+  // Sliding window: the window (0 = none) and, per layer, whether that layer uses it.
   int sliding_window = 0;
   std::vector<bool> layer_uses_sliding_window;  // size num_layers
-  std::optional<DType> checkpoint_dtype;        // torch_dtype / dtype of config.json (float32/bfloat16/float16)
-  std::optional<std::string> kv_cache_scheme_strategy;  // quantization_config.kv_cache_scheme.strategy if present
-  bool has_kv_cache_scheme = false;
-  int bos_token_id = -1;
-  std::vector<int> eos_token_ids;
+  std::optional<DType> checkpoint_dtype;        // dtype / torch_dtype of config.json (float32/bfloat16/float16)
+  bool has_kv_cache_scheme = false;             // quantization_config.kv_cache_scheme is present
+  std::optional<std::string> kv_cache_scheme_strategy;  // its "strategy" ("tensor", "attn_head", ...)
+  int bos_token_id = -1;            // generation_config.json, else config.json; -1 = none
+  std::vector<int> eos_token_ids;   // likewise; int or list
+
+  bool uses_sliding_window(int layer) const {
+    return sliding_window > 0 && size_t(layer) < layer_uses_sliding_window.size() && layer_uses_sliding_window[size_t(layer)];
+  }
 };
+
+// Parses `path`: a model folder (reads config.json and, if present, generation_config.json) or a config.json
+// file. Throws pagoda::Error: runtime kind when the file is missing, config kind for an unknown
+// architecture, a missing or mistyped field, inconsistent shapes or an unsupported feature.
+ModelConfig parse_model_config(const std::string& path);
+
+// The same from JSON text; `label` names the source in errors. generation_config_text may be empty.
+ModelConfig parse_model_config_text(const std::string& config_text, const std::string& label,
+                                    const std::string& generation_config_text = "");
+
+// One line for logs: "Qwen3ForCausalLM: 4 layers, hidden 256, heads 8/2 x 64, ffn 512, vocab 1024".
+std::string model_config_summary(const ModelConfig& c);
 
 }  // namespace pagoda

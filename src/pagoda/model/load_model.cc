@@ -1,0 +1,59 @@
+#include "pagoda/model/load_model.h"
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/model/safetensors.h"
+
+namespace pagoda {
+
+ModelConfig dummy_tiny_config() {
+  ModelConfig c;
+  c.arch = Architecture::kQwen3;
+  c.architecture_name = std::string(architecture_name(c.arch));
+  c.vocab_size = 512;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.qk_norm = true;
+  c.layer_uses_sliding_window.assign(size_t(c.num_layers), false);
+  c.checkpoint_dtype = DType::kF32;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
+LoadFormat parse_load_format(const std::string& s) {
+  if (s == "auto") return LoadFormat::kAuto;
+  if (s == "safetensors") return LoadFormat::kSafetensors;
+  if (s == "dummy") return LoadFormat::kDummy;
+  throw_config_error("unknown load format '", s, "' (valid: auto, safetensors, dummy)");
+}
+
+LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
+  LoadedModel m;
+  if (path == kDummyTinyModel) {
+    if (opt.load_format == LoadFormat::kSafetensors)
+      throw_config_error("'", path, "' is a built-in model with random weights; it has no safetensors to load");
+    m.config = dummy_tiny_config();
+  } else {
+    m.config = parse_model_config(path);
+  }
+  PAGODA_LOG_INFO("model ", path, ": ", model_config_summary(m.config));
+  if (path == kDummyTinyModel || opt.load_format == LoadFormat::kDummy) {
+    const DType dt = opt.dtype.value_or(m.config.checkpoint_dtype.value_or(DType::kF32));
+    m.weights = std::make_shared<const ModelWeights>(make_random_weights(m.config, opt.seed, dt));
+    PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt));
+    return m;
+  }
+  auto ck = SafetensorsCheckpoint::open(path);
+  m.weights = std::make_shared<const ModelWeights>(load_model_weights(m.config, ck, opt.dtype));
+  return m;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,17 @@
+#include "pagoda/ops/embedding.h"
+
+#include "pagoda/core/error.h"
+#include "pagoda/ops/convert.h"
+
+namespace pagoda {
+
+void embedding_lookup(const EmbeddingParams& p, ThreadPool* pool) {
+  for (int64_t t = 0; t < p.num_tokens; ++t)
+    if (p.ids[t] < 0 || p.ids[t] >= p.vocab)
+      throw_runtime_error("token id ", p.ids[t], " at position ", t, " is outside the vocabulary [0, ", p.vocab, ")");
+  parallel_for(pool, p.num_tokens, 64, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) convert_to_f32(p.table, p.dtype, int64_t(p.ids[t]) * p.hidden, p.hidden, p.out + t * p.hidden);
+  });
+}
+
+}  // namespace pagoda

@@ -1,0 +1,23 @@
+// Token embedding lookup.
+#pragma once
+
+#include <cstdint>
+
+#include "pagoda/core/dtype.h"
+#include "pagoda/ops/thread_pool.h"
+
+namespace pagoda {
+
+struct EmbeddingParams {
+  const void* table = nullptr;  // [vocab, hidden], dtype
+  DType dtype = DType::kF32;    // kF32, kBF16, kF16
+  int64_t vocab = 0, hidden = 0;
+  const int32_t* ids = nullptr;  // [num_tokens]
+  int64_t num_tokens = 0;
+  float* out = nullptr;  // [num_tokens, hidden]
+};
+
+// Throws a runtime pagoda::Error naming the token when an id is outside [0, vocab).
+void embedding_lookup(const EmbeddingParams& p, ThreadPool* pool);
+
+}  // namespace pagoda

@@ -1,0 +1,30 @@
+// Dense matmul y = x @ W^T (+ bias): the linear layers of the CPU forward pass.
+#pragma once
+
+#include <cstdint>
+
+#include "pagoda/core/dtype.h"
+#include "pagoda/ops/thread_pool.h"
+
+namespace pagoda {
+
+struct MatmulParams {
+  const float* x = nullptr;   // [m, k] activations, row stride ldx (elements)
+  const void* w = nullptr;    // [n, k] weights (a PyTorch Linear's layout), rows contiguous, dtype w_dtype
+  DType w_dtype = DType::kF32;  // kF32, kBF16 or kF16
+  const float* bias = nullptr;  // [n] or nullptr
+  float* y = nullptr;         // [m, n] output, row stride ldy; must not alias x
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldx = 0;  // 0 = k
+  int64_t ldy = 0;  // 0 = n
+};
+
+// Accumulates in float32. Each y[i][j] is computed by the same sequence of operations whatever m, the
+// thread count or the row's place in the batch, so a sequence gets bit-identical results alone or batched.
+// PRECOND: w_dtype is kF32, kBF16 or kF16.
+void matmul(const MatmulParams& p, ThreadPool* pool);
+
+// Float64 reference of the same product (tests, and the oracle for future kernels).
+void matmul_reference(const MatmulParams& p, double* y);
+
+}  // namespace pagoda
