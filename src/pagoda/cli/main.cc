@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "usage: pagoda <command> [options]\n"
     "\n"
     "commands:\n"
+    "  generate            run a model on a prompt and stream the text (default model: the built-in dummy:tiny)\n"
     "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
     "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
     "\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
+    if (cmd == "generate") return pagoda::run_generate(rest);
     if (cmd == "backends") {
       if (rest.empty() || rest[0] == "-h" || rest[0] == "--help") {
         std::fputs("usage: pagoda backends {list,select} [options]\n", rest.empty() ? stderr : stdout);

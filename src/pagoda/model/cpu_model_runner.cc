@@ -1,5 +1,7 @@
 #include "pagoda/model/cpu_model_runner.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 
 #include "pagoda/attention/cpu_attn/cpu_attn.h"
@@ -56,7 +58,14 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
   inv_freq_ = rope_inv_freq(rope_params(c));
   const size_t per_layer = size_t(cache_.num_blocks) * size_t(c.num_kv_heads) * size_t(cache_.block_size) *
                            size_t(2 * c.head_dim) * dtype_size(cache_.dtype);
-  kv_cache_.assign(size_t(c.num_layers), std::vector<uint8_t>(per_layer, 0));
+  // calloc: large zeroed blocks come from fresh mmap pages, touched only when written (a 4 GiB cache costs
+  // nothing until used, where value-initialising a vector would fault in every page up front).
+  kv_cache_.clear();
+  for (int l = 0; l < c.num_layers; ++l) {
+    void* p = std::calloc(per_layer, 1);
+    if (!p) throw_runtime_error("cannot allocate the CPU KV cache: ", per_layer, " bytes per layer");
+    kv_cache_.emplace_back(static_cast<uint8_t*>(p), &std::free);
+  }
 }
 
 void CpuModelRunner::check_batch(const ForwardBatch& b) const {
@@ -167,7 +176,7 @@ void CpuModelRunner::layer(int l, const ForwardBatch& b, int64_t T) {
   rope_apply({.x = k, .num_tokens = T, .num_heads = c.num_kv_heads, .head_dim = int(hd), .token_stride = W,
               .positions = positions_.data(), .inv_freq = inv_freq_.data()}, &pool_);
 
-  void* cache = kv_cache_[size_t(l)].data();
+  void* cache = kv_cache_[size_t(l)].get();
   CpuAttnWriteKvParams wp;
   wp.key = k;
   wp.value = v;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -60,7 +61,7 @@ class CpuModelRunner {
   KvCacheOptions cache_;
   ThreadPool pool_;
   std::vector<float> inv_freq_;                 // [head_dim / 2]
-  std::vector<std::vector<uint8_t>> kv_cache_;  // per layer
+  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> kv_cache_;  // per layer, calloc'ed
   // Per-step workspace, reused across calls.
   std::vector<int32_t> positions_;
   std::vector<int64_t> slots_;

@@ -1,0 +1,184 @@
+#include "pagoda/engine/model_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/hub/hub.h"
+
+namespace pagoda {
+namespace {
+
+namespace fs = std::filesystem;
+
+DeviceInfo pick_device(const std::string& choice) {
+  if (choice == "cpu") return cpu_device();
+  auto cuda = detect_cuda_device();
+  if (choice == "cuda") {
+    if (!cuda) throw_runtime_error("--device cuda: no CUDA device was found (", cuda_runtime_built() ? "the CUDA runtime reports none" : "this binary was built without CUDA", "). Use --device cpu.");
+    throw_runtime_error("--device cuda: found ", cuda->name, ", but the CUDA model path is not built into this binary "
+                        "yet; run with --device cpu.");
+  }
+  if (cuda) PAGODA_LOG_INFO("CUDA device ", cuda->name, " found, but the CUDA model path is not built into this binary yet: running on the CPU.");
+  return cpu_device();
+}
+
+std::string resolve_model_dir(const EngineArgs& args) {
+  const std::string& m = args.model.model;
+  if (m == kDummyTinyModel) return "";
+  if (fs::is_directory(m)) return m;
+  if (fs::exists(m)) throw_config_error("--model ", m, " is a file; give the model's folder (with config.json)");
+  HubOptions hub;
+  hub.revision = args.model.revision;
+  return resolve_model(m, hub);
+}
+
+}  // namespace
+
+Tokenizer dummy_tiny_tokenizer() {
+  // GPT-2's byte-to-unicode map, so the tokenizer is an ordinary byte-level BPE with no merges.
+  std::vector<int> bs;
+  for (int b = '!'; b <= '~'; ++b) bs.push_back(b);
+  for (int b = 0xA1; b <= 0xAC; ++b) bs.push_back(b);
+  for (int b = 0xAE; b <= 0xFF; ++b) bs.push_back(b);
+  std::vector<int> cs = bs;
+  int n = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (std::find(bs.begin(), bs.end(), b) == bs.end()) {
+      bs.push_back(b);
+      cs.push_back(256 + n++);
+    }
+  }
+  auto utf8 = [](int cp) {
+    std::string s;
+    if (cp < 0x80) s += char(cp);
+    else if (cp < 0x800) { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
+    else { s += char(0xE0 | (cp >> 12)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
+    return s;
+  };
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  const char* specials[3] = {"<pad>", "<s>", "</s>"};
+  for (int i = 0; i < 3; ++i) {
+    vocab[specials[i]] = i;
+    added.push_back({{"id", i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  }
+  for (size_t i = 0; i < bs.size(); ++i) vocab[utf8(cs[i])] = 3 + bs[i];
+  for (int id = 259; id < 512; ++id) {
+    std::string t = "<|extra_" + std::to_string(id) + "|>";
+    vocab[t] = id;
+    added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+  }
+  nlohmann::ordered_json j = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
+                 {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab},
+                 {"merges", nlohmann::ordered_json::array()}}}};
+  fs::path dir = fs::temp_directory_path() / ("pagoda-dummy-tiny-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << j.dump();
+  std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": true})";
+  Tokenizer t = Tokenizer::from_file(dir / "tokenizer.json");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return t;
+}
+
+EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
+  EngineSetup e;
+  e.device = pick_device(args.device.device);
+  e.model_name = args.model.model;
+  e.model_dir = resolve_model_dir(args);
+  const bool dummy_model = e.model_dir.empty();
+  ModelConfig cfg = dummy_model ? dummy_tiny_config() : parse_model_config(e.model_dir);
+
+  // Model dtype (§9.3); on the CPU compute is float32 whatever it is: it sets the KV cache `auto` dtype and,
+  // when given explicitly, the weight storage.
+  e.model_dtype = resolve_model_dtype(v.dtype, cfg.checkpoint_dtype, false);
+  e.max_model_len = args.model.max_model_len.value_or(cfg.max_position_embeddings);
+  if (e.max_model_len <= 0) throw_config_error("--max-model-len must be positive, got ", e.max_model_len);
+  if (e.max_model_len > cfg.max_position_embeddings)
+    PAGODA_LOG_WARNING("--max-model-len ", e.max_model_len, " exceeds the model's max_position_embeddings ",
+                       cfg.max_position_embeddings, "; positions beyond it are extrapolated.");
+
+  ResolvedAttentionSettings s = resolve_attention_settings(v, e.device.kind);
+  e.kv_cache_dtype = effective_kv_cache_dtype(s.kv_cache_dtype, cfg.has_kv_cache_scheme);
+  PAGODA_LOG_INFO("Initializing engine: model=", dummy_model ? std::string(kDummyTinyModel) : e.model_dir,
+                  ", architecture=", cfg.architecture_name, ", dtype=", dtype_name(e.model_dtype),
+                  ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
+                  ", device=", describe(e.device));
+
+  std::vector<SelectorConfig> layers;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    SelectorConfig c;
+    c.head_size = cfg.head_dim;
+    c.dtype = e.model_dtype;
+    c.kv_cache_dtype = is_turboquant_kv_dtype(e.kv_cache_dtype) && is_turboquant_boundary_layer(l, cfg.num_layers)
+                           ? "auto" : e.kv_cache_dtype;
+    c.block_size = s.user_block_size;
+    c.use_per_head_quant_scales = cfg.kv_cache_scheme_strategy.value_or("") == "attn_head";
+    c.has_sliding_window = size_t(l) < cfg.layer_uses_sliding_window.size() && cfg.layer_uses_sliding_window[size_t(l)];
+    c.use_non_causal = s.attention.use_non_causal;
+    c.use_batch_invariant = s.batch_invariant;
+    layers.push_back(c);
+  }
+  BackendRegistry registry = BackendRegistry::builtin(false);
+  SelectionTarget target{e.device.kind, e.device.cc.value_or(ComputeCapability{0, 0}), e.device.name};
+  AttentionSelector selector(registry, target, s.attention, s.batch_invariant, s.env_layout);
+  LayerSelection sel = select_attention(selector, layers, s.user_block_size);
+  e.layer_backends = sel.per_layer;
+  e.attention = sel.plan;
+
+  LoadOptions lo;
+  lo.load_format = parse_load_format(args.model.load_format);
+  if (v.dtype != DTypeChoice::kAuto) lo.dtype = e.model_dtype;
+  lo.seed = uint64_t(args.model.seed);
+  e.model = load_model(dummy_model ? std::string(kDummyTinyModel) : e.model_dir, lo);
+
+  KvCacheOptions kv;
+  kv.block_size = e.attention.block_size;
+  // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
+  // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
+  kv.dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
+  const double bytes_per_block = double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim *
+                                 double(dtype_size(kv.dtype));
+  if (args.cache.num_gpu_blocks_override) {
+    kv.num_blocks = *args.cache.num_gpu_blocks_override;
+  } else {
+    if (args.cache.kv_cache_space_gib <= 0) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
+    // Never more than the longest context of max_num_seqs sequences needs.
+    double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
+    double cap = double(args.scheduler.max_num_seqs) * ((e.max_model_len + kv.block_size - 1) / kv.block_size + 1);
+    kv.num_blocks = int64_t(std::min(want, cap));
+  }
+  if (kv.num_blocks <= 0) throw_config_error("the KV cache has no room for a single block; raise --kv-cache-space");
+  PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
+                  " tokens, ", format_bytes(bytes_per_block * double(kv.num_blocks)), ", ", dtype_name(kv.dtype), ")");
+  e.runner = std::make_unique<CpuModelRunner>(e.model, kv, 0);
+
+  std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : args.model.tokenizer;
+  if (!tok_dir.empty()) {
+    if (fs::exists(fs::path(tok_dir) / "tokenizer.json") || fs::path(tok_dir).extension() == ".json")
+      e.tokenizer = Tokenizer::from_file(tok_dir);
+    else
+      PAGODA_LOG_WARNING("No tokenizer.json in ", tok_dir, ": prompts must be given as token ids and output is printed as ids.");
+  } else {
+    e.tokenizer = dummy_tiny_tokenizer();
+  }
+  return e;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,151 @@
+// `pagoda generate` through the binary: the stories260K golden text, the reference models' greedy tokens,
+// the --output-json contract, streaming, and errors.
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::json;
+using test::run_pagoda;
+using test::test_data_dir;
+
+Json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return Json::parse(in);
+}
+
+std::string join_ids(const Json& ids) {
+  std::string s;
+  for (const auto& x : ids) s += (s.empty() ? "" : ",") + std::to_string(x.get<int>());
+  return s;
+}
+
+// The acceptance test of the CPU path: greedy from BOS reproduces the published text exactly.
+TEST(GenerateCli, Stories260KGoldenText) {
+  std::string dir = test_data_dir() + "/models/stories260K";
+  Json golden = load_json(dir + "/golden.json");
+  auto r = run_pagoda("generate --model " + dir + "/hf --prompt '' --temperature 0 --max-tokens 256");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, golden["greedy"]["text"].get<std::string>() + "\n");  // streamed text, then a newline
+  EXPECT_THAT(r.err, testing::HasSubstr("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN']."));
+  EXPECT_THAT(r.err, testing::HasSubstr("Prompt tokens: 1, generated tokens: 256 (length)"));
+  // The same through --output-json, with the token ids.
+  r = run_pagoda("generate --model " + dir + "/hf --prompt '' --temperature 0 --max-tokens 256 --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["text"], golden["greedy"]["text"]);
+  EXPECT_EQ(j["prompt_token_ids"], Json::parse("[1]"));
+  EXPECT_EQ(j["token_ids"], golden["hf_reference"]["greedy_token_ids"]);
+}
+
+// fp32 greedy continuations of the reference models, through the CLI (weights upcast from bf16).
+TEST(GenerateCli, ReferenceModelsGreedyFloat32) {
+  for (const char* model : {"qwen3-tiny", "llama-tiny", "qwen2-tiny"}) {
+    std::string dir = test_data_dir() + "/reference/" + model;
+    Json ref = load_json(dir + "/reference.json");
+    for (const auto& p : ref["prompts"]) {
+      auto r = run_pagoda("generate --model " + dir + " --dtype float32 --temperature 0 --ignore-eos --max-tokens " +
+                          std::to_string(p["float32"]["greedy"].size()) + " --output-json --prompt-token-ids " +
+                          join_ids(p["input_ids"]));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      Json j = Json::parse(r.out);
+      EXPECT_EQ(j["token_ids"], p["float32"]["greedy"]) << model << " " << p["name"];
+      EXPECT_EQ(j["prompt_token_ids"], p["input_ids"]);
+    }
+  }
+}
+
+TEST(GenerateCli, OutputJsonLogprobs) {
+  std::string dir = test_data_dir() + "/reference/qwen3-tiny";
+  auto r = run_pagoda("generate --model " + dir + " --dtype float32 --temperature 0 --max-tokens 4 --logprobs 3 "
+                      "--output-json --prompt-token-ids 1,2,3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  ASSERT_EQ(j["logprobs"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& pos = j["logprobs"][i];
+    ASSERT_EQ(pos.size(), 3u);
+    EXPECT_EQ(pos[0]["token_id"], j["token_ids"][i]);  // greedy: the top logprob is the chosen token
+    EXPECT_LE(pos[1]["logprob"].get<double>(), pos[0]["logprob"].get<double>());
+    EXPECT_LT(pos[0]["logprob"].get<double>(), 0.0);
+  }
+  // Without --logprobs the key is absent; the stdout holds exactly one JSON object.
+  r = run_pagoda("generate --model " + dir + " --max-tokens 2 --output-json --prompt-token-ids 5");
+  j = Json::parse(r.out);
+  EXPECT_FALSE(j.contains("logprobs"));
+  EXPECT_EQ(j["token_ids"].size(), 2u);
+}
+
+TEST(GenerateCli, SeededSamplingIsReproducible) {
+  std::string dir = test_data_dir() + "/models/stories260K/hf";
+  std::string cmd = "generate --model " + dir + " --prompt 'Once upon' --temperature 1.0 --top-p 0.9 --seed 7 --max-tokens 40 --output-json";
+  auto a = run_pagoda(cmd), b = run_pagoda(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(Json::parse(a.out)["token_ids"], Json::parse(b.out)["token_ids"]);
+  auto c = run_pagoda("generate --model " + dir + " --prompt 'Once upon' --temperature 1.0 --top-p 0.9 --seed 8 --max-tokens 40 --output-json");
+  EXPECT_NE(Json::parse(a.out)["token_ids"], Json::parse(c.out)["token_ids"]);
+}
+
+TEST(GenerateCli, StopStringsAndMaxTokens) {
+  std::string dir = test_data_dir() + "/models/stories260K/hf";
+  auto r = run_pagoda("generate --model " + dir + " --prompt '' --temperature 0 --max-tokens 256 --stop 'Lily' --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["text"], "Once upon a time, there was a little girl named ");
+  EXPECT_EQ(j["finish_reason"], "stop");
+  r = run_pagoda("generate --model " + dir + " --prompt '' --temperature 0 --max-tokens 5 --output-json");
+  j = Json::parse(r.out);
+  EXPECT_EQ(j["token_ids"].size(), 5u);
+  EXPECT_EQ(j["finish_reason"], "length");
+}
+
+TEST(GenerateCli, DummyTinyMainJob) {
+  auto r = run_pagoda("generate --max-tokens 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("model=dummy:tiny, architecture=Qwen3ForCausalLM"));
+  EXPECT_THAT(r.err, testing::HasSubstr("generated tokens: 8"));
+  r = run_pagoda("generate --max-tokens 3 --output-json --prompt 'hi'");
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["prompt_token_ids"], Json::parse("[1, 107, 108]"));  // <s>, then the bytes 'h' 'i' (+3)
+}
+
+TEST(GenerateCli, Errors) {
+  std::string data = test_data_dir();
+  auto r = run_pagoda("generate --model /nonexistent/model-dir --max-tokens 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, testing::HasSubstr("/nonexistent/model-dir"));
+  r = run_pagoda("generate --prompt-token-ids 1,x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("invalid token id 'x'"));
+  r = run_pagoda("generate --prompt-token-ids 100000 --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, testing::HasSubstr("outside the vocabulary"));
+  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --prompt-file /nonexistent.txt");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_pagoda("generate --prompt a --prompt-token-ids 1");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_pagoda("generate --temperature -1");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --max-model-len 8 --prompt 'Once upon a time there was a big dog'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, testing::HasSubstr("maximum context"));
+  // stories260K has 5 layers: layers 0, 1, 3, 4 are TurboQuant boundary layers, layer 2 is not.
+  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, testing::HasSubstr("CPU_ATTN does not support turboquant_k8v4 kv-cache."));
+  // dummy:tiny has 4 layers, all of them boundary layers: it runs with an uncompressed cache.
+  r = run_pagoda("generate --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_pagoda("generate --device cuda --max-tokens 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, testing::HasSubstr("--device cuda"));
+}
+
+}  // namespace
+}  // namespace pagoda
