@@ -4,10 +4,10 @@
 #include <optional>
 #include <string>
 
+#include "pagoda/core/kv_layout.h"
+
 namespace pagoda {
 
-enum class KvLayout { kNHD, kHND };
-inline const char* kv_layout_str(KvLayout l) { return l == KvLayout::kNHD ? "NHD" : "HND"; }
 
 struct EnvSettings {
   bool batch_invariant = false;            // PAGODA_BATCH_INVARIANT=1

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pagoda/config/env.h"
+#include "pagoda/core/kv_layout.h"
 #include "pagoda/core/dtype.h"
 
 namespace pagoda {

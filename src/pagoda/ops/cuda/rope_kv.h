@@ -19,6 +19,8 @@
 // token strides multiples of 8 elements (16 bytes for fp32).
 #pragma once
 
+#include "pagoda/core/kv_layout.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -48,7 +50,6 @@ struct RopeTable {
 std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr);
 RopeTable build_rope_table(int max_position, int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr);
 
-enum class KvLayout : uint8_t { kNHD, kHND };
 
 struct RopeKvParams {
   void* q = nullptr;        // [tokens, num_q_heads, head_dim], token stride q_stride elements; rotated in place
