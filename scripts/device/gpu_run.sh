@@ -6,18 +6,19 @@ bundle=$1
 what=${2:-all}
 source "$bundle/env.sh"
 export PAGODA_TEST_DATA=${PAGODA_TEST_DATA:-$bundle/data}
+export PAGODA_BIN=$bundle/bin/pagoda
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/gpu.txt"
 status=0
 if [[ $what == tests || $what == all ]]; then
-  for t in "$bundle"/bin/*_gpu_test; do
+  for t in "$bundle"/bin/*_test; do
     [[ -x $t ]] || continue
     name=$(basename "$t")
     echo "=== $name"
     "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1
     rc=$?
-    grep -E "^\[attention\]|PASSED|FAILED|Failure|error" "$OUT/$name.log" | head -80
+    grep -E "^\[(attention|gpu-greedy)\]|PASSED|FAILED|Failure|error|Skipped" "$OUT/$name.log" | head -60
     [[ $rc -eq 0 ]] || status=1
   done
 fi

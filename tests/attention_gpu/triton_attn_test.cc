@@ -46,6 +46,7 @@ struct Case {
   int force_splits = 0;   // > 0: exactly this many KV splits
   bool separate = false;  // use_prefill_decode_attention: prefill and decode launched separately
   int check_every = 1;    // reference on every n-th query token (long prefills)
+  int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
   unsigned seed = 1;
 };
 
@@ -112,7 +113,8 @@ void run_case(const Case& c) {
   void *dq, *dout, *dcache;
   int *dqsl, *dsl, *dbt;
   float *dslopes, *dsinks;
-  CUDA_OK(cudaMalloc((void**)&dq, q.size()));
+  const size_t q_stride = size_t(Hq) * D + c.q_pad;
+  CUDA_OK(cudaMalloc((void**)&dq, size_t(T) * q_stride * esz));
   CUDA_OK(cudaMalloc((void**)&dout, q.size()));
   CUDA_OK(cudaMalloc((void**)&dcache, cache.size()));
   CUDA_OK(cudaMalloc((void**)&dqsl, sizeof(int) * qsl.size()));
@@ -120,7 +122,8 @@ void run_case(const Case& c) {
   CUDA_OK(cudaMalloc((void**)&dbt, sizeof(int) * btab.size()));
   CUDA_OK(cudaMalloc((void**)&dslopes, sizeof(float) * Hq));
   CUDA_OK(cudaMalloc((void**)&dsinks, sizeof(float) * Hq));
-  CUDA_OK(cudaMemcpy(dq, q.data(), q.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dq, 0xff, size_t(T) * q_stride * esz));  // padding holds NaN: must never be read
+  CUDA_OK(cudaMemcpy2D(dq, q_stride * esz, q.data(), size_t(Hq) * D * esz, size_t(Hq) * D * esz, T, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout, 0xff, q.size()));  // poison: NaN in every float format
   CUDA_OK(cudaMemcpy(dcache, cache.data(), cache.size(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dqsl, qsl.data(), sizeof(int) * qsl.size(), cudaMemcpyHostToDevice));
@@ -131,6 +134,7 @@ void run_case(const Case& c) {
 
   PagedAttentionParams p;
   p.q = dq;
+  p.q_token_stride = c.q_pad > 0 ? int64_t(q_stride) : 0;
   p.out = dout;
   p.kv_cache = dcache;
   p.dtype = c.dtype;
@@ -324,6 +328,18 @@ TEST(TritonAttnGpu, DecodeSplitKv) {
   automatic.num_q_heads = 32;
   automatic.num_kv_heads = 8;
   run_case(automatic);
+}
+
+TEST(TritonAttnGpu, StridedQuery) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    Case c;
+    c.query_lens = {9, 1};
+    c.seq_lens = {9, 300};
+    c.dtype = c.kv_dtype = t;
+    c.q_pad = 2 * 2 * 128;  // the k and v of a fused qkv row follow each token's q
+    run_case(c);
+  }
 }
 
 TEST(TritonAttnGpu, Fp8KvCache) {

@@ -24,7 +24,7 @@ struct SeqState {
 
 }  // namespace
 
-Generator::Generator(CpuModelRunner& runner, std::optional<Tokenizer> tokenizer, GeneratorOptions options)
+Generator::Generator(ModelRunner& runner, std::optional<Tokenizer> tokenizer, GeneratorOptions options)
     : runner_(runner), tokenizer_(std::move(tokenizer)), options_(options) {}
 
 std::vector<GenerationOutput> Generator::generate(const std::vector<GenerationRequest>& requests,

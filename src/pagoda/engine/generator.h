@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pagoda/model/cpu_model_runner.h"
+#include "pagoda/model/model_runner.h"
 #include "pagoda/ops/sample.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
@@ -55,7 +56,7 @@ struct GeneratorOptions {
 class Generator {
  public:
   // The runner owns the KV cache of `num_blocks` blocks; the tokenizer is optional (ids only without one).
-  Generator(CpuModelRunner& runner, std::optional<Tokenizer> tokenizer, GeneratorOptions options);
+  Generator(ModelRunner& runner, std::optional<Tokenizer> tokenizer, GeneratorOptions options);
 
   // Runs all requests to completion. Throws a runtime pagoda::Error when a request cannot fit the KV cache
   // or exceeds max_model_len.
@@ -63,7 +64,7 @@ class Generator {
                                          GenerationStats* stats);
 
  private:
-  CpuModelRunner& runner_;
+  ModelRunner& runner_;
   std::optional<Tokenizer> tokenizer_;
   GeneratorOptions options_;
 };

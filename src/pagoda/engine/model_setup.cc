@@ -11,21 +11,30 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/hub/hub.h"
+#ifdef PAGODA_WITH_CUDA_MODEL
+#include "pagoda/model/cuda/cuda_model_runner.h"
+#endif
 
 namespace pagoda {
 namespace {
 
 namespace fs = std::filesystem;
 
+#ifdef PAGODA_WITH_CUDA_MODEL
+constexpr bool kCudaModelBuilt = true;
+#else
+constexpr bool kCudaModelBuilt = false;
+#endif
+
 DeviceInfo pick_device(const std::string& choice) {
   if (choice == "cpu") return cpu_device();
   auto cuda = detect_cuda_device();
   if (choice == "cuda") {
     if (!cuda) throw_runtime_error("--device cuda: no CUDA device was found (", cuda_runtime_built() ? "the CUDA runtime reports none" : "this binary was built without CUDA", "). Use --device cpu.");
-    throw_runtime_error("--device cuda: found ", cuda->name, ", but the CUDA model path is not built into this binary "
-                        "yet; run with --device cpu.");
+    if (!kCudaModelBuilt) throw_runtime_error("--device cuda: found ", cuda->name, ", but this binary was built without the CUDA model path; run with --device cpu.");
+    return *cuda;
   }
-  if (cuda) PAGODA_LOG_INFO("CUDA device ", cuda->name, " found, but the CUDA model path is not built into this binary yet: running on the CPU.");
+  if (cuda && kCudaModelBuilt) return *cuda;
   return cpu_device();
 }
 
@@ -107,7 +116,8 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
 
   // Model dtype (§9.3); on the CPU compute is float32 whatever it is: it sets the KV cache `auto` dtype and,
   // when given explicitly, the weight storage.
-  e.model_dtype = resolve_model_dtype(v.dtype, cfg.checkpoint_dtype, false);
+  const bool cuda = e.device.kind == DeviceKind::kCuda;
+  e.model_dtype = resolve_model_dtype(v.dtype, cfg.checkpoint_dtype, cuda && *e.device.cc < ComputeCapability{8, 0});
   e.max_model_len = args.model.max_model_len.value_or(cfg.max_position_embeddings);
   if (e.max_model_len <= 0) throw_config_error("--max-model-len must be positive, got ", e.max_model_len);
   if (e.max_model_len > cfg.max_position_embeddings)
@@ -144,30 +154,58 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
 
   LoadOptions lo;
   lo.load_format = parse_load_format(args.model.load_format);
-  if (v.dtype != DTypeChoice::kAuto) lo.dtype = e.model_dtype;
+  if (v.dtype != DTypeChoice::kAuto || cuda) lo.dtype = e.model_dtype;
   lo.seed = uint64_t(args.model.seed);
   e.model = load_model(dummy_model ? std::string(kDummyTinyModel) : e.model_dir, lo);
 
-  KvCacheOptions kv;
-  kv.block_size = e.attention.block_size;
-  // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
-  // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
-  kv.dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
-  const double bytes_per_block = double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim *
-                                 double(dtype_size(kv.dtype));
-  if (args.cache.num_gpu_blocks_override) {
-    kv.num_blocks = *args.cache.num_gpu_blocks_override;
+  const DType kv_dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
+  if (cuda) {
+#ifdef PAGODA_WITH_CUDA_MODEL
+    for (BackendName b : e.layer_backends)
+      if (b != BackendName::kTritonAttn)
+        throw_runtime_error("the CUDA model path runs TRITON_ATTN layers only; ", backend_name_str(b), " was selected");
+    CudaRunnerOptions co;
+    co.dtype = e.model_dtype;
+    co.kv_dtype = kv_dtype;
+    co.block_size = e.attention.block_size;
+    co.layout = e.attention.kv_layout;
+    co.gpu_memory_utilization = args.cache.gpu_memory_utilization;
+    co.num_blocks_override = args.cache.num_gpu_blocks_override.value_or(0);
+    co.max_num_tokens = args.scheduler.max_num_batched_tokens.value_or(8192);
+    co.max_num_seqs = args.scheduler.max_num_seqs;
+    co.max_model_len = e.max_model_len;
+    co.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
+    if (args.cache.gpu_memory_utilization <= 0 || args.cache.gpu_memory_utilization > 1)
+      throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
+    auto runner = std::make_unique<CudaModelRunner>(e.model, co);
+    PAGODA_LOG_INFO("GPU memory: weights ", format_bytes(double(runner->weight_bytes())), ", KV cache ",
+                    runner->cache_options().num_blocks, " blocks of ", co.block_size, " tokens (",
+                    runner->cache_options().num_blocks * co.block_size, " tokens, ",
+                    format_bytes(double(runner->kv_cache_bytes())), ", ", dtype_name(kv_dtype), ")");
+    e.runner = std::move(runner);
+#endif
   } else {
-    if (args.cache.kv_cache_space_gib <= 0) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
-    // Never more than the longest context of max_num_seqs sequences needs.
-    double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
-    double cap = double(args.scheduler.max_num_seqs) * ((e.max_model_len + kv.block_size - 1) / kv.block_size + 1);
-    kv.num_blocks = int64_t(std::min(want, cap));
+    KvCacheOptions kv;
+    kv.block_size = e.attention.block_size;
+    // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
+    // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
+    kv.dtype = kv_dtype;
+    const double bytes_per_block = double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim *
+                                   double(dtype_size(kv.dtype));
+    if (args.cache.num_gpu_blocks_override) {
+      kv.num_blocks = *args.cache.num_gpu_blocks_override;
+    } else {
+      if (args.cache.kv_cache_space_gib <= 0) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
+      // Never more than the longest context of max_num_seqs sequences needs.
+      double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
+      double cap = double(args.scheduler.max_num_seqs) * ((e.max_model_len + kv.block_size - 1) / kv.block_size + 1);
+      kv.num_blocks = int64_t(std::min(want, cap));
+    }
+    if (kv.num_blocks <= 0) throw_config_error("the KV cache has no room for a single block; raise --kv-cache-space");
+    PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
+                    " tokens, ", format_bytes(bytes_per_block * double(kv.num_blocks)), ", ", dtype_name(kv.dtype), ")");
+    e.runner = std::make_unique<CpuModelRunner>(e.model, kv, 0);
   }
-  if (kv.num_blocks <= 0) throw_config_error("the KV cache has no room for a single block; raise --kv-cache-space");
-  PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
-                  " tokens, ", format_bytes(bytes_per_block * double(kv.num_blocks)), ", ", dtype_name(kv.dtype), ")");
-  e.runner = std::make_unique<CpuModelRunner>(e.model, kv, 0);
 
   std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : args.model.tokenizer;
   if (!tok_dir.empty()) {

@@ -11,6 +11,7 @@
 #include "pagoda/attention/startup.h"
 #include "pagoda/config/engine_args.h"
 #include "pagoda/model/cpu_model_runner.h"
+#include "pagoda/model/model_runner.h"
 #include "pagoda/platform/device.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
@@ -27,7 +28,7 @@ struct EngineSetup {
   AttentionPlan attention;
   int max_model_len = 0;
   std::optional<Tokenizer> tokenizer;
-  std::unique_ptr<CpuModelRunner> runner;
+  std::unique_ptr<ModelRunner> runner;
 };
 
 // Throws pagoda::Error: config errors (exit 2) for bad options, runtime errors (exit 1) otherwise.

@@ -10,6 +10,7 @@
 
 #include "pagoda/core/dtype.h"
 #include "pagoda/model/load_model.h"
+#include "pagoda/model/model_runner.h"
 #include "pagoda/ops/rope.h"
 #include "pagoda/ops/thread_pool.h"
 
@@ -39,7 +40,7 @@ struct KvCacheOptions {
 };
 
 // Owns the KV cache, a thread pool and per-step workspace; one forward() at a time (not thread-safe).
-class CpuModelRunner {
+class CpuModelRunner final : public ModelRunner {
  public:
   // Allocates the KV cache (num_layers x num_blocks x kv_heads x block_size x 2*head_dim). num_threads <= 0:
   // one per hardware thread.
@@ -47,10 +48,10 @@ class CpuModelRunner {
 
   // Runs the batch, writing its K/V into the cache; returns logits [logits_indices.size(), vocab_size].
   // Throws a runtime pagoda::Error for an inconsistent batch (lengths, block ids, token ids).
-  std::vector<float> forward(const ForwardBatch& batch);
+  std::vector<float> forward(const ForwardBatch& batch) override;
 
-  const ModelConfig& config() const { return config_; }
-  const KvCacheOptions& cache_options() const { return cache_; }
+  const ModelConfig& config() const override { return config_; }
+  const KvCacheOptions& cache_options() const override { return cache_; }
 
  private:
   void check_batch(const ForwardBatch& b) const;

@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
     for (int j = 0; j < kJ; ++j) {
       int d = lane + 32 * j;
-      q[j] = d < hs ? to_f(static_cast<const T*>(p.q)[row * hs + d]) : 0.f;
+      const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
+      q[j] = d < hs ? to_f(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
       acc[j] = 0.f;
     }
     float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;

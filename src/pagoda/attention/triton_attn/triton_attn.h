@@ -27,7 +27,8 @@ namespace pagoda {
 
 struct PagedAttentionParams {
   const void* q = nullptr;
-  void* out = nullptr;
+  int64_t q_token_stride = 0;  // elements between consecutive tokens of q; 0 = num_q_heads * head_size
+  void* out = nullptr;         // contiguous [num_tokens, num_q_heads, head_size]
   const void* kv_cache = nullptr;
   DType dtype = DType::kBF16;     // q/out: bf16, fp16, fp32
   DType kv_dtype = DType::kBF16;  // == dtype, or kF8E4M3 / kF8E5M2

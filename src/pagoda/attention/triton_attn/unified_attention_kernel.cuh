@@ -164,7 +164,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     uint4 v = make_uint4(0, 0, 0, 0);
     if (R < rows_total && c * 8 < hs) {
       int tok = q_begin + R / G, h = kvh * G + R % G;
-      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + (size_t(tok) * p.num_q_heads + h) * hs + c * 8);
+      const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
+      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs + c * 8);
     }
     sQ[swz<CH>(r, c)] = v;
   }

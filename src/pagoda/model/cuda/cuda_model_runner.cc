@@ -1,0 +1,411 @@
+#include "pagoda/model/cuda/cuda_model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <cstring>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/ops/cuda/activation.h"
+#include "pagoda/ops/cuda/convert.h"
+#include "pagoda/ops/cuda/device_buffer.h"
+#include "pagoda/ops/cuda/embedding.h"
+#include "pagoda/ops/cuda/gemm.h"
+#include "pagoda/ops/cuda/rmsnorm.h"
+#include "pagoda/ops/cuda/rope_kv.h"
+
+namespace pagoda {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Converts `n` elements of `src` (dtype `from`) into `dst` (dtype `to`).
+void convert_host(const void* src, DType from, void* dst, DType to, size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * dtype_size(to));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) store_from_f32(dst, to, i, load_as_f32(src, from, i));
+}
+
+struct LayerPtrs {
+  void* input_norm = nullptr;
+  void* post_norm = nullptr;
+  void* q_norm = nullptr;
+  void* k_norm = nullptr;
+  void* qkv_bias = nullptr;
+  void* o_bias = nullptr;
+  void* w_qkv = nullptr;
+  void* w_o = nullptr;
+  void* w_gate_up = nullptr;
+  void* w_down = nullptr;
+};
+
+}  // namespace
+
+struct CudaModelRunner::Impl {
+  CudaRunnerOptions opt;
+  ModelConfig cfg;
+  cudaStream_t stream = nullptr;
+  GemmRunner gemm;
+  DeviceBuffer weights;  // every weight, one allocation
+  std::vector<LayerPtrs> layers;
+  void* embed = nullptr;
+  void* lm_head = nullptr;
+  void* final_norm = nullptr;
+  DeviceBuffer kv;  // [layers][num_blocks, block_size, kv_heads, 2*head_dim]
+  size_t kv_layer_bytes = 0;
+  DeviceBuffer rope_cos, rope_sin;
+  int rope_max_pos = 0;
+  // Activations for max_num_tokens tokens.
+  DeviceBuffer h, xn, qkv, attn, o, gu, act, xsel, logits, logits_f32;
+  // Step metadata: one device buffer filled by one copy from a pinned staging buffer.
+  DeviceBuffer meta;
+  PinnedBuffer meta_host;
+  PinnedBuffer logits_host;
+  size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0;
+  int max_blocks_cap = 0;
+  PagedAttentionWorkspace ws_main, ws_decode;
+  int num_sms = 132;
+  DeviceBuffer kscale, vscale;
+
+  int qkv_width() const { return (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim; }
+};
+
+CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
+    : config_(model.config), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = options;
+  m.cfg = model.config;
+  const ModelConfig& c = m.cfg;
+  const DType dt = options.dtype;
+  PAGODA_CHECK(dt == DType::kBF16 || dt == DType::kF16 || dt == DType::kF32, "CUDA runner dtype ", dtype_name(dt));
+  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  PAGODA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  m.num_sms = prop.multiProcessorCount;
+  const size_t es = dtype_size(dt);
+  const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size;
+  const int QKV = m.qkv_width();
+
+  // ---- weights: layout, one allocation, upload (converted to the compute dtype on the host) ----
+  struct Piece {
+    void** dst;
+    size_t elems;
+    std::function<void(void*)> fill;  // writes `elems` elements of dt into the host staging
+  };
+  std::vector<Piece> pieces;
+  const ModelWeights& w = *model.weights;
+  auto matrix = [&](void** dst, std::vector<const WeightMatrix*> parts) {
+    size_t n = 0;
+    for (auto* p : parts) n += size_t(p->rows * p->cols);
+    pieces.push_back({dst, n, [parts, dt](void* out) {
+                        size_t at = 0;
+                        for (auto* p : parts) {
+                          size_t k = size_t(p->rows * p->cols);
+                          convert_host(p->data, p->dtype, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, k);
+                          at += k;
+                        }
+                      }});
+  };
+  auto vec = [&](void** dst, std::vector<const std::vector<float>*> parts) {
+    size_t n = 0;
+    for (auto* p : parts) n += p->size();
+    pieces.push_back({dst, n, [parts, dt](void* out) {
+                        size_t at = 0;
+                        for (auto* p : parts) {
+                          convert_host(p->data(), DType::kF32, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, p->size());
+                          at += p->size();
+                        }
+                      }});
+  };
+  m.layers.resize(size_t(c.num_layers));
+  matrix(&m.embed, {&w.embed});
+  if (w.lm_head.data != w.embed.data) matrix(&m.lm_head, {&w.lm_head});
+  vec(&m.final_norm, {&w.final_norm});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[size_t(l)];
+    LayerPtrs& lp = m.layers[size_t(l)];
+    vec(&lp.input_norm, {&lw.input_norm});
+    vec(&lp.post_norm, {&lw.post_attn_norm});
+    if (!lw.q_norm.empty()) vec(&lp.q_norm, {&lw.q_norm});
+    if (!lw.k_norm.empty()) vec(&lp.k_norm, {&lw.k_norm});
+    if (!lw.q_bias.empty()) vec(&lp.qkv_bias, {&lw.q_bias, &lw.k_bias, &lw.v_bias});
+    if (!lw.o_bias.empty()) vec(&lp.o_bias, {&lw.o_bias});
+    matrix(&lp.w_qkv, {&lw.q, &lw.k, &lw.v});
+    matrix(&lp.w_o, {&lw.o});
+    matrix(&lp.w_gate_up, {&lw.gate, &lw.up});
+    matrix(&lp.w_down, {&lw.down});
+  }
+  size_t total = 0;
+  std::vector<size_t> offsets;
+  for (const auto& p : pieces) {
+    offsets.push_back(total);
+    total += align_up(p.elems * es);
+  }
+  m.weights = DeviceBuffer(total);
+  {
+    size_t staging_bytes = 0;
+    for (const auto& p : pieces) staging_bytes = std::max(staging_bytes, p.elems * es);
+    std::vector<uint8_t> staging(staging_bytes);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      pieces[i].fill(staging.data());
+      m.weights.upload(staging.data(), pieces[i].elems * es, offsets[i]);
+      *pieces[i].dst = static_cast<uint8_t*>(m.weights.data()) + offsets[i];
+    }
+  }
+  if (!m.lm_head) m.lm_head = m.embed;
+
+  // ---- RoPE tables ----
+  m.rope_max_pos = std::max(options.max_model_len, c.max_position_embeddings);
+  Llama3RopeScaling l3;
+  const Llama3RopeScaling* l3p = nullptr;
+  if (c.rope_scaling.type == "llama3") {
+    l3.factor = c.rope_scaling.factor;
+    l3.low_freq_factor = c.rope_scaling.low_freq_factor;
+    l3.high_freq_factor = c.rope_scaling.high_freq_factor;
+    l3.original_max_position = c.rope_scaling.original_max_position_embeddings;
+    l3p = &l3;
+  }
+  RopeTable table = build_rope_table(m.rope_max_pos, D, c.rope_theta, l3p);
+  m.rope_cos = DeviceBuffer(table.cos.size() * sizeof(float));
+  m.rope_sin = DeviceBuffer(table.sin.size() * sizeof(float));
+  m.rope_cos.upload(table.cos.data(), table.cos.size() * sizeof(float));
+  m.rope_sin.upload(table.sin.data(), table.sin.size() * sizeof(float));
+
+  // ---- activations ----
+  const size_t T = size_t(std::max(1, options.max_num_tokens));
+  const size_t S = size_t(std::max(1, options.max_num_seqs));
+  m.h = DeviceBuffer(T * H * es);
+  m.xn = DeviceBuffer(T * H * es);
+  m.qkv = DeviceBuffer(T * QKV * es);
+  m.attn = DeviceBuffer(T * size_t(c.num_heads) * D * es);
+  m.o = DeviceBuffer(T * H * es);
+  m.gu = DeviceBuffer(T * 2 * size_t(F) * es);
+  m.act = DeviceBuffer(T * F * es);
+  m.xsel = DeviceBuffer(S * H * es);
+  m.logits = DeviceBuffer(S * V * es);
+  m.logits_f32 = DeviceBuffer(S * V * sizeof(float));
+  m.logits_host = PinnedBuffer(S * V * sizeof(float));
+  m.max_blocks_cap = (options.max_model_len + options.block_size - 1) / options.block_size;
+  size_t at = 0;
+  auto place = [&](size_t bytes) {
+    size_t o = at;
+    at += align_up(bytes);
+    return o;
+  };
+  m.off_ids = place(T * 4);
+  m.off_pos = place(T * 8);
+  m.off_slot = place(T * 8);
+  m.off_qsl = place((S + 1) * 4);
+  m.off_sl = place(S * 4);
+  m.off_bt = place(S * size_t(m.max_blocks_cap) * 4);
+  m.off_li = place(S * 4);
+  m.off_err = place(4);
+  m.meta = DeviceBuffer(at);
+  m.meta_host = PinnedBuffer(at);
+  PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
+  m.ws_main.reserve(int(T), int(S), c.num_heads, D, 32);
+  if (options.use_prefill_decode_attention) m.ws_decode.reserve(int(T), int(S), c.num_heads, D, 32);
+  float ks = options.k_scale, vs = options.v_scale;
+  m.kscale = DeviceBuffer(4);
+  m.vscale = DeviceBuffer(4);
+  m.kscale.upload(&ks, 4);
+  m.vscale.upload(&vs, 4);
+
+  // ---- KV cache from what memory is left under gpu_memory_utilization ----
+  const size_t kv_es = dtype_size(options.kv_dtype);
+  const size_t block_bytes = size_t(options.block_size) * c.num_kv_heads * 2 * D * kv_es;
+  int64_t blocks = options.num_blocks_override;
+  if (blocks <= 0) {
+    size_t free_b = 0, total_b = 0;
+    PAGODA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    double budget = double(total_b) * options.gpu_memory_utilization - double(total_b - free_b) - 64.0 * (1 << 20);
+    blocks = int64_t(budget / double(block_bytes * c.num_layers));
+    if (blocks <= 0)
+      throw_runtime_error("no GPU memory is left for the KV cache: weights and activations use ",
+                          format_bytes(double(total_b - free_b)), " of ", format_bytes(double(total_b)),
+                          " at --gpu-memory-utilization ", options.gpu_memory_utilization,
+                          "; raise it or lower --max-num-batched-tokens");
+  }
+  m.kv_layer_bytes = align_up(size_t(blocks) * block_bytes);
+  m.kv = DeviceBuffer(m.kv_layer_bytes * c.num_layers);
+  cache_.num_blocks = blocks;
+  cache_.block_size = options.block_size;
+  cache_.dtype = options.kv_dtype;
+  cache_.k_scale = options.k_scale;
+  cache_.v_scale = options.v_scale;
+}
+
+CudaModelRunner::~CudaModelRunner() {
+  if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+uint64_t CudaModelRunner::weight_bytes() const { return impl_->weights.bytes(); }
+uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.bytes(); }
+
+std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  const DType dt = m.opt.dtype;
+  const int T = b.num_tokens(), S = b.num_seqs(), R = int(b.logits_indices.size());
+  const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size, QKV = m.qkv_width();
+  const int bs = m.opt.block_size;
+  if (T == 0) return {};
+  if (T > m.opt.max_num_tokens) throw_runtime_error("step of ", T, " tokens exceeds max_num_tokens ", m.opt.max_num_tokens);
+  if (S > m.opt.max_num_seqs || R > m.opt.max_num_seqs)
+    throw_runtime_error("step of ", S, " sequences exceeds max_num_seqs ", m.opt.max_num_seqs);
+  if (b.max_blocks_per_seq > m.max_blocks_cap)
+    throw_runtime_error("block table of ", b.max_blocks_per_seq, " blocks exceeds ", m.max_blocks_cap, " (max_model_len)");
+  PAGODA_CHECK(int(b.query_start_loc.size()) == S + 1, "query_start_loc size");
+
+  // ---- host metadata: positions and slots derived from the batch, exactly as the CPU runner does ----
+  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
+  std::memcpy(hm + m.off_ids, b.token_ids.data(), size_t(T) * 4);
+  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
+  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
+  AttentionBatchInfo info;
+  for (int s = 0; s < S; ++s) {
+    int q0 = b.query_start_loc[size_t(s)], q1 = b.query_start_loc[size_t(s) + 1];
+    int ql = q1 - q0, ctx = b.seq_lens[size_t(s)];
+    if (ql < 0 || ql > ctx) throw_runtime_error("sequence ", s, ": ", ql, " new tokens but a context of ", ctx);
+    info.query_lens.push_back(ql);
+    info.seq_lens.push_back(ctx);
+    for (int t = 0; t < ql; ++t) {
+      int p = ctx - ql + t;
+      if (p >= m.rope_max_pos) throw_runtime_error("position ", p, " beyond the RoPE table (", m.rope_max_pos, ")");
+      int blk = b.block_tables[size_t(s) * b.max_blocks_per_seq + p / bs];
+      if (blk < 0 || blk >= cache_.num_blocks) throw_runtime_error("block id ", blk, " outside the KV cache");
+      pos[q0 + t] = p;
+      slot[q0 + t] = int64_t(blk) * bs + p % bs;
+    }
+  }
+  std::memcpy(hm + m.off_qsl, b.query_start_loc.data(), size_t(S + 1) * 4);
+  std::memcpy(hm + m.off_sl, b.seq_lens.data(), size_t(S) * 4);
+  std::memcpy(hm + m.off_bt, b.block_tables.data(), size_t(S) * b.max_blocks_per_seq * 4);
+  std::memcpy(hm + m.off_li, b.logits_indices.data(), size_t(R) * 4);
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
+  uint8_t* dm = static_cast<uint8_t*>(m.meta.data());
+  auto* d_ids = reinterpret_cast<const int32_t*>(dm + m.off_ids);
+  auto* d_pos = reinterpret_cast<const int64_t*>(dm + m.off_pos);
+  auto* d_slot = reinterpret_cast<const int64_t*>(dm + m.off_slot);
+  auto* d_qsl = reinterpret_cast<const int*>(dm + m.off_qsl);
+  auto* d_sl = reinterpret_cast<const int*>(dm + m.off_sl);
+  auto* d_bt = reinterpret_cast<const int*>(dm + m.off_bt);
+  auto* d_li = reinterpret_cast<const int32_t*>(dm + m.off_li);
+  auto* d_err = reinterpret_cast<int*>(dm + m.off_err);
+
+  PagedAttentionOptions aopt;
+  aopt.num_sms = m.num_sms;
+  if (m.opt.use_prefill_decode_attention) {
+    PagedAttentionOptions pre = aopt, dec = aopt;
+    pre.only_decode = 0;
+    dec.only_decode = 1;
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, pre, m.ws_main, m.stream);
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, dec, m.ws_decode, m.stream);
+  } else {
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, aopt, m.ws_main, m.stream);
+  }
+
+  const float eps = float(c.rms_norm_eps);
+  embedding({d_ids, m.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerPtrs& lp = m.layers[size_t(l)];
+    if (l == 0) {
+      RmsNormParams rp;
+      rp.x = m.h.data();
+      rp.w = lp.input_norm;
+      rp.y = m.xn.data();
+      rp.rows = T;
+      rp.cols = H;
+      rp.eps = eps;
+      rp.dtype = dt;
+      rmsnorm(rp, m.stream);
+    } else {
+      fused_add_rmsnorm({m.o.data(), m.h.data(), lp.input_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+    }
+    m.gemm.run({m.xn.data(), lp.w_qkv, lp.qkv_bias, m.qkv.data(), T, QKV, H, dt}, m.stream);
+    uint8_t* qkv = static_cast<uint8_t*>(m.qkv.data());
+    const size_t es = dtype_size(dt);
+    void* q = qkv;
+    void* k = qkv + size_t(c.num_heads) * D * es;
+    void* v = qkv + size_t(c.num_heads + c.num_kv_heads) * D * es;
+    if (lp.q_norm) {
+      rmsnorm_heads({q, lp.q_norm, q, T, c.num_heads, D, QKV, QKV, eps, dt}, m.stream);
+      rmsnorm_heads({k, lp.k_norm, k, T, c.num_kv_heads, D, QKV, QKV, eps, dt}, m.stream);
+    }
+    RopeKvParams rk;
+    rk.q = q;
+    rk.k = k;
+    rk.v = v;
+    rk.q_stride = rk.k_stride = rk.v_stride = QKV;
+    rk.positions = d_pos;
+    rk.cos = m.rope_cos.as<float>();
+    rk.sin = m.rope_sin.as<float>();
+    rk.max_position = m.rope_max_pos;
+    rk.num_tokens = T;
+    rk.num_q_heads = c.num_heads;
+    rk.num_kv_heads = c.num_kv_heads;
+    rk.head_dim = D;
+    rk.dtype = dt;
+    rk.kv_cache = static_cast<uint8_t*>(m.kv.data()) + size_t(l) * m.kv_layer_bytes;
+    rk.slot_mapping = d_slot;
+    rk.num_blocks = int(cache_.num_blocks);
+    rk.block_size = bs;
+    rk.layout = m.opt.layout;
+    rk.cache_dtype = m.opt.kv_dtype;
+    rk.k_scale = m.kscale.as<float>();
+    rk.v_scale = m.vscale.as<float>();
+    rk.error_flag = d_err;
+    rope_kv(rk, m.stream);
+    PagedAttentionParams ap;
+    ap.q = q;
+    ap.q_token_stride = QKV;
+    ap.out = m.attn.data();
+    ap.kv_cache = rk.kv_cache;
+    ap.dtype = dt;
+    ap.kv_dtype = m.opt.kv_dtype;
+    ap.layout = m.opt.layout;
+    ap.num_tokens = T;
+    ap.num_seqs = S;
+    ap.num_q_heads = c.num_heads;
+    ap.num_kv_heads = c.num_kv_heads;
+    ap.head_size = D;
+    ap.block_size = bs;
+    ap.max_blocks_per_seq = b.max_blocks_per_seq;
+    ap.query_start_loc = d_qsl;
+    ap.seq_lens = d_sl;
+    ap.block_tables = d_bt;
+    ap.scale = 1.0f / std::sqrt(float(D));
+    ap.k_scale = m.opt.k_scale;
+    ap.v_scale = m.opt.v_scale;
+    bool sliding = size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)];
+    ap.sliding_window = sliding ? c.sliding_window : 0;
+    run_paged_attention(ap, m.ws_main, m.stream);
+    if (m.opt.use_prefill_decode_attention) run_paged_attention(ap, m.ws_decode, m.stream);
+    m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
+    fused_add_rmsnorm({m.o.data(), m.h.data(), lp.post_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+    m.gemm.run({m.xn.data(), lp.w_gate_up, nullptr, m.gu.data(), T, 2 * F, H, dt}, m.stream);
+    silu_and_mul({m.gu.data(), m.act.data(), T, F, dt}, m.stream);
+    m.gemm.run({m.act.data(), lp.w_down, nullptr, m.o.data(), T, H, F, dt}, m.stream);
+  }
+  fused_add_rmsnorm({m.o.data(), m.h.data(), m.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+  if (R == 0) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    return {};
+  }
+  embedding({d_li, m.xn.data(), m.xsel.data(), R, H, T, dt, d_err}, m.stream);  // gather the rows to sample
+  m.gemm.run({m.xsel.data(), m.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
+  convert({m.logits.data(), dt, m.logits_f32.data(), DType::kF32, int64_t(R) * V}, m.stream);
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), m.logits_f32.data(), size_t(R) * V * 4, cudaMemcpyDeviceToHost, m.stream));
+  int err = 0;
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(&err, d_err, 4, cudaMemcpyDeviceToHost, m.stream));
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (err) throw_runtime_error("a token id, position or KV slot of this step was out of range");
+  const float* lh = m.logits_host.as<float>();
+  return std::vector<float>(lh, lh + size_t(R) * V);
+}
+
+}  // namespace pagoda

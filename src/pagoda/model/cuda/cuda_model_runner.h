@@ -1,0 +1,52 @@
+// The GPU forward pass shared by every architecture, the same function as CpuModelRunner: embedding ->
+// layers (fused residual-add RMSNorm, one fused QKV GEMM (+bias), Qwen3 q/k norm, RoPE fused with the paged
+// KV-cache write, TRITON_ATTN over the cache, o projection, fused gate_up GEMM, SiLU-and-mul, down
+// projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32 accumulate in
+// every GEMM and reduction) or fp32. Weights are uploaded once into one device allocation.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <vector>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/model/cpu_model_runner.h"
+#include "pagoda/model/load_model.h"
+#include "pagoda/model/model_runner.h"
+
+namespace pagoda {
+
+struct CudaRunnerOptions {
+  DType dtype = DType::kBF16;          // compute dtype: kBF16, kF16 or kF32
+  DType kv_dtype = DType::kBF16;       // == dtype, or kF8E4M3 / kF8E5M2
+  float k_scale = 1.0f, v_scale = 1.0f;
+  int block_size = 16;
+  KvLayout layout = KvLayout::kNHD;
+  double gpu_memory_utilization = 0.9;  // fraction of the device's memory the process may use in all
+  int64_t num_blocks_override = 0;      // > 0: this many KV blocks
+  int max_num_tokens = 8192;            // activations are sized for this many tokens per step
+  int max_num_seqs = 256;
+  int max_model_len = 4096;
+  bool use_prefill_decode_attention = false;
+};
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  std::vector<float> forward(const ForwardBatch& batch) override;
+  const ModelConfig& config() const override { return config_; }
+  const KvCacheOptions& cache_options() const override { return cache_; }
+  uint64_t weight_bytes() const;
+  uint64_t kv_cache_bytes() const;
+
+ private:
+  struct Impl;
+  ModelConfig config_;
+  KvCacheOptions cache_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda
