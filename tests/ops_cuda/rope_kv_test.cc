@@ -66,9 +66,13 @@ void run_case(DType dt, DType cache_dt, const Case& c, Rng& rng) {
   const int64_t row = int64_t(nq + 2 * nkv) * hd;
   const int64_t qs = c.fused_qkv ? row : int64_t(nq) * hd, ks = c.fused_qkv ? row : int64_t(nkv) * hd,
                 vs = ks;
+  // Host copies indexed like the device tensors: token t, head h, element i at t * stride + h * hd + i.
   HostArray q_in(dt, size_t(T) * qs), k_in(dt, size_t(T) * ks), v_in(dt, size_t(T) * vs);
-  for (HostArray* a : {&q_in, &k_in, &v_in})
-    for (size_t i = 0; i < a->n; ++i) a->set(i, rng.normal());
+  for (int t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < int64_t(nq) * hd; ++i) q_in.set(size_t(t) * qs + i, rng.normal());
+    for (int64_t i = 0; i < int64_t(nkv) * hd; ++i) k_in.set(size_t(t) * ks + i, rng.normal());
+    for (int64_t i = 0; i < int64_t(nkv) * hd; ++i) v_in.set(size_t(t) * vs + i, rng.normal());
+  }
   for (int t = 0; t < T; t += 3) v_in.set(size_t(t) * vs + 1, t % 2 ? 60.f : -60.f);
 
   std::vector<int64_t> positions(T);

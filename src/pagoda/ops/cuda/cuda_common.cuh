@@ -106,6 +106,20 @@ __device__ __forceinline__ uint64_t block_max_u64(uint64_t v) {
   return warp_max_u64(lane < nwarps ? partial[lane] : 0);
 }
 
+__device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long v) {
+  __shared__ unsigned long long partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? partial[lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
 // A float mapped to an unsigned key with the same order (-inf < ... < -0 < +0 < ... < +inf); NaN maps
 // above +inf, so the maximum key is the first NaN, as torch.argmax has it.
 __device__ __forceinline__ uint32_t ordered_key(float v) {
