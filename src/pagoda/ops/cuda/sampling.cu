@@ -27,6 +27,10 @@ constexpr float kWindowNats = 16.0f;
 constexpr int kMaxSearchPasses = 64;
 constexpr float kMassScale = 4294967296.0f;  // probability ratios in 2^-32 fixed point
 
+// x = logit * inv_t is always rounded on its own (__fmul_rn is never fused into an FMA): every pass, and
+// the threshold comparisons, must see the same x for the same token.
+__device__ __forceinline__ float scaled(float logit, float inv_t) { return __fmul_rn(logit, inv_t); }
+
 struct RowCtx {
   const float* row;
   int vocab;
@@ -203,7 +207,7 @@ __device__ float search(const RowCtx& c, Hist& h, SearchState& s, bool mass_mode
     for_each_group(c.row, c.vocab, [&](int64_t, const float (&v)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float x = v[j] * c.inv_t;
+        const float x = scaled(v[j], c.inv_t);
         bool dom = j < n && x >= domain_lo && (hi_open ? x < hi : x <= hi);
         float e = 0.f;
         if (dom) {
@@ -266,8 +270,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
       c.row = row;
       c.vocab = a.vocab;
       c.inv_t = 1.0f / temperature;
-      c.m = lmax * c.inv_t;
-      c.lo0 = c.m - kRangeNats;
+      c.m = scaled(lmax, c.inv_t);
+      c.lo0 = __fsub_rn(c.m, kRangeNats);
       c.min_p = a.min_p ? fminf(a.min_p[r], 1.0f) : 0.f;
       const float top_p = a.top_p ? a.top_p[r] : 1.0f;
       float t = c.lo0;
@@ -282,7 +286,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
         bool drawn = false;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const float x = v[j] * c.inv_t;
+          const float x = scaled(v[j], c.inv_t);
           if (j < n && x >= t && candidate(c, x)) {
             if (!drawn) {
               words = sampler_random_words(seed, step, uint64_t(i0) / 4);
