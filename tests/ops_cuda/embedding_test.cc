@@ -12,13 +12,14 @@ namespace {
 using test::HostArray;
 using test::Rng;
 
-void check(DType dt, int vocab, int hidden, std::vector<int32_t> ids, Rng& rng, bool expect_flag) {
+void check(const HostArray& table, const DeviceBuffer& dtable, int vocab, int hidden, std::vector<int32_t> ids,
+           bool expect_flag) {
+  const DType dt = table.dtype;
   const std::string label = std::string(dtype_name(dt)) + " vocab=" + std::to_string(vocab) +
                             " hidden=" + std::to_string(hidden) + " tokens=" + std::to_string(ids.size());
   SCOPED_TRACE(label);
   const int T = int(ids.size());
-  const HostArray table = test::random_array(rng, dt, size_t(vocab) * hidden);
-  DeviceBuffer dtable = test::to_device(table), dids = test::to_device(ids);
+  DeviceBuffer dids = test::to_device(ids);
   const size_t row_bytes = size_t(hidden) * dtype_size(dt);
   DeviceBuffer dout = test::poisoned(T * row_bytes + 64);
   DeviceBuffer dflag = test::to_device(std::vector<int>{0});
@@ -49,11 +50,13 @@ TEST(EmbeddingCuda, CopiesRowsBitForBit) {
   for (DType dt : test::model_dtypes()) {
     // hidden 100 (bf16/fp16: 200-byte rows, not a multiple of 16) takes the byte path.
     for (int hidden : {64, 100, 4096}) {
+      const HostArray table = test::random_array(rng, dt, size_t(5000) * hidden);
+      const DeviceBuffer dtable = test::to_device(table);
       for (int T : {1, 7, 513}) {
         std::vector<int32_t> ids(T);
         for (auto& id : ids) id = int32_t(rng.integer(0, 4999));
         if (T > 2) ids[1] = ids[0];  // repeated ids
-        check(dt, 5000, hidden, ids, rng, false);
+        check(table, dtable, 5000, hidden, ids, false);
       }
     }
   }
@@ -63,8 +66,10 @@ TEST(EmbeddingCuda, OutOfRangeIdsAreFlaggedAndZeroed) {
   PAGODA_REQUIRE_CUDA_DEVICE();
   SCOPED_TRACE(test::seed_note());
   Rng rng(2);
-  check(DType::kBF16, 1000, 256, {5, -1, 999, 1000, 2147483647, 0}, rng, true);
-  check(DType::kF32, 1000, 100, {1000, 3}, rng, true);
+  const HostArray a = test::random_array(rng, DType::kBF16, size_t(1000) * 256);
+  check(a, test::to_device(a), 1000, 256, {5, -1, 999, 1000, 2147483647, 0}, true);
+  const HostArray b = test::random_array(rng, DType::kF32, size_t(1000) * 100);
+  check(b, test::to_device(b), 1000, 100, {1000, 3}, true);
 }
 
 }  // namespace

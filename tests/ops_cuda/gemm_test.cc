@@ -15,7 +15,8 @@ using test::HostArray;
 using test::Rng;
 
 // Tolerance of one output, from the arithmetic:
-// * rounding of the fp32 accumulator to the output dtype: u_out * |ref|;
+// * rounding of the fp32 accumulator to the output dtype: u_out * |ref| (half a subnormal quantum below
+//   the normal range);
 // * fp32 accumulation: products of bf16/fp16 inputs are exact in fp32 (at most 11 + 11 significant bits),
 //   fp32 products round once (2^-24). Each of the ~K additions errs by at most one fp32 ulp of the partial
 //   sum, 2^-23 relative (not half an ulp: tensor cores truncate). With random-sign terms the partial sums
@@ -25,7 +26,7 @@ using test::Rng;
 //   (K/16) * 2^-23 * s, which we allow twice (K/8).
 double gemm_tolerance(DType out, double ref, double s, int k) {
   const double acc = std::ldexp(1.0, -23) * s * (8.0 * std::sqrt(double(k)) + k / 8.0);
-  return test::unit_roundoff(out) * std::fabs(ref) + acc;
+  return test::unit_roundoff(out) * std::fabs(ref) + test::half_min_subnormal(out) + acc;
 }
 
 // Checks y against the float64 reference: every output when M*N*K is small, else the four corners and 2048

@@ -45,6 +45,22 @@ inline double unit_roundoff(DType t) {
   return 0;
 }
 
+// Half the smallest subnormal: the absolute rounding error bound for results below the normal range, where
+// the relative bound u * |x| no longer holds.
+inline double half_min_subnormal(DType t) {
+  switch (t) {
+    case DType::kF32: return std::ldexp(1.0, -150);
+    case DType::kBF16: return std::ldexp(1.0, -134);
+    case DType::kF16: return std::ldexp(1.0, -25);
+    case DType::kF8E4M3: return std::ldexp(1.0, -10);
+    case DType::kF8E5M2: return std::ldexp(1.0, -17);
+    case DType::kU8:
+    case DType::kI32:
+    case DType::kI64: break;
+  }
+  return 0;
+}
+
 // Fresh inputs each run; the seed is printed, and PAGODA_TEST_SEED=<n> replays a failing run.
 inline uint64_t test_seed() {
   static const uint64_t seed = [] {

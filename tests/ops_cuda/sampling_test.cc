@@ -388,14 +388,18 @@ TEST(SamplingCuda, TopLogprobsMatchLogSoftmax) {
         std::iota(order.begin(), order.end(), 0);
         std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return l[a] > l[c]; });
         auto tol = [&](double li) { return 1e-5 * std::max({1.0, std::fabs(li), std::fabs(lse)}); };
+        auto expect_logprob = [&](float got, int token, const std::string& what) {
+          const double want = double(l[token]) - lse;
+          if (std::isinf(want)) EXPECT_EQ(got, float(want)) << what;  // a -inf logit: log-probability -inf
+          else EXPECT_NEAR(got, want, tol(l[token])) << what;
+        };
         for (int j = 0; j < k; ++j) {
-          ASSERT_EQ(ids[r * k + j], order[j]) << "vocab " << vocab << " row " << r << " rank " << j;
-          const double want = double(l[order[j]]) - lse;
-          EXPECT_NEAR(lp[r * k + j], want, tol(l[order[j]])) << "vocab " << vocab << " row " << r << " rank " << j;
+          const std::string what = "vocab " + std::to_string(vocab) + " row " + std::to_string(r) + " rank " +
+                                   std::to_string(j);
+          ASSERT_EQ(ids[r * k + j], order[j]) << what;
+          expect_logprob(lp[r * k + j], order[j], what);
         }
-        const double want_t = double(l[tokens[r]]) - lse;
-        if (std::isinf(want_t)) EXPECT_EQ(tlp[r], float(want_t)) << r;
-        else EXPECT_NEAR(tlp[r], want_t, tol(l[tokens[r]])) << "vocab " << vocab << " row " << r;
+        expect_logprob(tlp[r], tokens[r], "vocab " + std::to_string(vocab) + " row " + std::to_string(r) + " token");
       }
     }
   }

@@ -16,14 +16,18 @@ __global__ void __launch_bounds__(256) silu_and_mul_kernel(const T* in, T* out, 
   if (idx >= rows * per_row) return;
   const int64_t row = idx / per_row, c = (idx - row * per_row) * kN;
   const T* gate = in + row * 2 * cols + c;
-  const Pack<T, kN> g = load_pack<T, kN>(gate), u = load_pack<T, kN>(gate + cols);
-  Pack<T, kN> o;
+  T* dst = out + row * cols + c;
+  if constexpr (kN == 1) {
+    const float g = to_f32(gate[0]);
+    dst[0] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(gate[cols]));
+  } else {
+    float g[kN], u[kN];
+    load_floats(gate, g);
+    load_floats(gate + cols, u);
 #pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    const float x = to_f32(g.v[i]);
-    o.v[i] = from_f32<T>(x / (1.0f + expf(-x)) * to_f32(u.v[i]));
+    for (int i = 0; i < kN; ++i) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    store_floats(dst, g);
   }
-  store_pack<T, kN>(out + row * cols + c, o);
 }
 
 template <typename T, int kN>

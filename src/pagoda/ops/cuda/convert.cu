@@ -17,11 +17,9 @@ __global__ void __launch_bounds__(256) convert_kernel(const In* in, Out* out, in
   const int64_t i0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN;
   if (i0 >= n) return;
   if (kVector && i0 + kN <= n) {
-    const Pack<In, kN> a = load_pack<In, kN>(in + i0);
-    Pack<Out, kN> b;
-#pragma unroll
-    for (int i = 0; i < kN; ++i) b.v[i] = from_f32<Out>(to_f32(a.v[i]));
-    store_pack<Out, kN>(out + i0, b);
+    float f[kN];
+    load_floats(in + i0, f);
+    store_floats(out + i0, f);
   } else {
     for (int64_t i = i0; i < n && i < i0 + kN; ++i) out[i] = from_f32<Out>(to_f32(in[i]));
   }

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "pagoda/core/dtype.h"
 #include "pagoda/core/error.h"
@@ -33,20 +34,103 @@ __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat1
 template <>
 __device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
 
-// N elements of T loaded or stored as one access of sizeof(T) * N bytes (4, 8 or 16).
-// PRECOND: the address is aligned to sizeof(Pack).
+// ---- vector accesses ----
+// N elements of T move as one access of kWords 32-bit words (N * sizeof(T) = 4, 8 or 16 bytes) and are
+// converted to and from float in registers. The words are explicit integers (bf16/fp16 pairs converted
+// with the x2 intrinsics): a struct of bf16 elements would be stored element by element.
+// PRECOND: the address is aligned to N * sizeof(T) bytes.
 template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
+constexpr int kWords = int(N * sizeof(T) / 4);
+
+template <int W>
+__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[W]) {
+  static_assert(W == 1 || W == 2 || W == 4, "4, 8 or 16-byte accesses");
+  if constexpr (W == 4) {
+    const uint4 r = *static_cast<const uint4*>(p);
+    w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+  } else if constexpr (W == 2) {
+    const uint2 r = *static_cast<const uint2*>(p);
+    w[0] = r.x, w[1] = r.y;
+  } else {
+    w[0] = *static_cast<const uint32_t*>(p);
+  }
+}
+
+// Stores are written in PTX: NVVM split a plain uint4 store of converted values into four 4-byte stores
+// (seen with nvcc 13.0). PRECOND: p points to global memory (cudaMalloc'd), as every op's data does.
+template <int W>
+__device__ __forceinline__ void store_words(void* p, const uint32_t (&w)[W]) {
+  static_assert(W == 1 || W == 2 || W == 4, "4, 8 or 16-byte accesses");
+  if constexpr (W == 4)
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+  else if constexpr (W == 2)
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+  else *static_cast<uint32_t*>(p) = w[0];
+}
+
+// One word <-> two elements as floats (fp32: one element per word).
+__device__ __forceinline__ float2 word_to_float2(uint32_t w, bf16) {
+  __nv_bfloat162 b;
+  memcpy(&b, &w, 4);
+  return __bfloat1622float2(b);
+}
+__device__ __forceinline__ float2 word_to_float2(uint32_t w, f16) {
+  __half2 h;
+  memcpy(&h, &w, 4);
+  return __half22float2(h);
+}
+__device__ __forceinline__ uint32_t float2_to_word(float2 f, bf16) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  uint32_t w;
+  memcpy(&w, &b, 4);
+  return w;
+}
+__device__ __forceinline__ uint32_t float2_to_word(float2 f, f16) {
+  const __half2 h = __floats2half2_rn(f.x, f.y);
+  uint32_t w;
+  memcpy(&w, &h, 4);
+  return w;
+}
 
 template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, N>*>(p);
+__device__ __forceinline__ void words_to_floats(const uint32_t (&w)[kWords<T, N>], float (&f)[N]) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) f[i] = __uint_as_float(w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float2 t = word_to_float2(w[i], T{});
+      f[2 * i] = t.x, f[2 * i + 1] = t.y;
+    }
+  }
 }
+
+// Rounds each float to T (nearest even).
 template <typename T, int N>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& v) {
-  *reinterpret_cast<Pack<T, N>*>(p) = v;
+__device__ __forceinline__ void floats_to_words(const float (&f)[N], uint32_t (&w)[kWords<T, N>]) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = __float_as_uint(f[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) w[i] = float2_to_word(make_float2(f[2 * i], f[2 * i + 1]), T{});
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void load_floats(const T* p, float (&f)[N]) {
+  uint32_t w[kWords<T, N>];
+  load_words(p, w);
+  words_to_floats<T, N>(w, f);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_floats(T* p, const float (&f)[N]) {
+  uint32_t w[kWords<T, N>];
+  floats_to_words<T, N>(f, w);
+  store_words(p, w);
 }
 
 // Elements per 16-byte access.
@@ -104,6 +188,20 @@ __device__ __forceinline__ uint64_t block_max_u64(uint64_t v) {
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   return warp_max_u64(lane < nwarps ? partial[lane] : 0);
+}
+
+__device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long v) {
+  __shared__ unsigned long long partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? partial[lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
 }
 
 // A float mapped to an unsigned key with the same order (-inf < ... < -0 < +0 < ... < +inf); NaN maps

@@ -11,7 +11,8 @@
 //   gemm.run({.x = x, .w = w, .y = y, .m = m, .n = n, .k = k, .dtype = DType::kBF16}, stream);
 //
 // run() allocates nothing and never synchronises once its shape was prepared (by prepare() or an earlier
-// run()), so it can be captured in a CUDA graph: prepare every shape before capture. A GemmRunner is not
+// run()), so it can be captured in a CUDA graph: prepare every shape before capture. (With lazy module
+// loading, drivers older than CUDA 12.3 cannot load a kernel during capture: run each shape once first.) A GemmRunner is not
 // thread-safe (run() sets the bias pointer on a cached descriptor); use one per thread or stream.
 #pragma once
 

@@ -30,8 +30,7 @@ struct RowArgs {
 // gridDim.x == rows.
 template <typename T, bool kWarpPerRow, bool kFusedAdd>
 __global__ void __launch_bounds__(kWarpPerRow ? 32 * kWarpsPerBlock : kMaxBlockThreads) rmsnorm_kernel(RowArgs a) {
-  constexpr int N = kVec16<T>;
-  using P = Pack<T, N>;
+  constexpr int N = kVec16<T>, W = kWords<T, N>;  // elements and words of one 16-byte access
   int64_t row;
   int tid, nthreads;
   if constexpr (kWarpPerRow) {
@@ -51,54 +50,65 @@ __global__ void __launch_bounds__(kWarpPerRow ? 32 * kWarpsPerBlock : kMaxBlockT
   const T* w = static_cast<const T*>(a.w);
   const int nvec = a.cols / N;
 
-  // Pass 1: (residual update and) sum of squares. `src` is what gets normalised.
-  P cache[kCached];
-  float ss = 0.f;
-  auto load_src = [&](int v) -> P {
-    P xv = load_pack<T, N>(x + int64_t(v) * N);
+  // Pass 1: (residual update and) sum of squares of `src`, the values that get normalised; the packs of
+  // src are kept as raw words.
+  auto load_src = [&](int v, uint32_t (&src)[W]) {
+    load_words(x + int64_t(v) * N, src);
     if constexpr (kFusedAdd) {
-      P rv = load_pack<T, N>(res + int64_t(v) * N);
+      float xf[N], rf[N];
+      words_to_floats<T, N>(src, xf);
+      load_floats(res + int64_t(v) * N, rf);
 #pragma unroll
-      for (int i = 0; i < N; ++i) rv.v[i] = from_f32<T>(to_f32(rv.v[i]) + to_f32(xv.v[i]));
-      store_pack<T, N>(res + int64_t(v) * N, rv);
-      return rv;
-    } else {
-      return xv;
+      for (int i = 0; i < N; ++i) rf[i] += xf[i];
+      floats_to_words<T, N>(rf, src);  // the residual rounded to T, as stored
+      store_words(res + int64_t(v) * N, src);
     }
   };
+  auto sum_squares = [](const uint32_t (&src)[W]) {
+    float f[N], s = 0.f;
+    words_to_floats<T, N>(src, f);
+#pragma unroll
+    for (int i = 0; i < N; ++i) s += f[i] * f[i];
+    return s;
+  };
+  uint32_t cache[kCached][W];
+  float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < kCached; ++j) {
     const int v = tid + j * nthreads;
     if (v < nvec) {
-      cache[j] = load_src(v);
-#pragma unroll
-      for (int i = 0; i < N; ++i) ss += to_f32(cache[j].v[i]) * to_f32(cache[j].v[i]);
+      load_src(v, cache[j]);
+      ss += sum_squares(cache[j]);
     }
   }
   for (int v = tid + kCached * nthreads; v < nvec; v += nthreads) {
-    P s = load_src(v);
-#pragma unroll
-    for (int i = 0; i < N; ++i) ss += to_f32(s.v[i]) * to_f32(s.v[i]);
+    uint32_t src[W];
+    load_src(v, src);
+    ss += sum_squares(src);
   }
   if constexpr (kWarpPerRow) ss = warp_sum(ss);
   else ss = block_sum(ss);
   const float inv_rms = 1.0f / sqrtf(ss / float(a.cols) + a.eps);
 
   // Pass 2: y = w * src * inv_rms. Each thread writes only the packs it read, so y may alias x.
-  auto store_out = [&](int v, const P& s) {
-    const P wv = load_pack<T, N>(w + int64_t(v) * N);
-    P out;
+  auto store_out = [&](int v, const uint32_t (&src)[W]) {
+    float f[N], wf[N];
+    words_to_floats<T, N>(src, f);
+    load_floats(w + int64_t(v) * N, wf);
 #pragma unroll
-    for (int i = 0; i < N; ++i) out.v[i] = from_f32<T>(to_f32(wv.v[i]) * (to_f32(s.v[i]) * inv_rms));
-    store_pack<T, N>(y + int64_t(v) * N, out);
+    for (int i = 0; i < N; ++i) f[i] = wf[i] * (f[i] * inv_rms);
+    store_floats(y + int64_t(v) * N, f);
   };
 #pragma unroll
   for (int j = 0; j < kCached; ++j) {
     const int v = tid + j * nthreads;
     if (v < nvec) store_out(v, cache[j]);
   }
-  for (int v = tid + kCached * nthreads; v < nvec; v += nthreads)
-    store_out(v, load_pack<T, N>((kFusedAdd ? res : x) + int64_t(v) * N));
+  for (int v = tid + kCached * nthreads; v < nvec; v += nthreads) {
+    uint32_t src[W];
+    load_words((kFusedAdd ? res : x) + int64_t(v) * N, src);
+    store_out(v, src);
+  }
 }
 
 template <typename T, bool kFusedAdd>

@@ -30,30 +30,38 @@ struct Args {
   int* error_flag;
 };
 
-// kChunk consecutive elements of T written to the cache as CacheKind (value / scale for FP8).
+// kChunk consecutive elements of T (as raw words) written to the cache as CacheKind: the same bits, or
+// value / scale rounded to FP8 (nearest even, saturating), four per word, element 0 in the lowest byte.
 template <typename T, CacheKind kKind, int kChunk>
-__device__ __forceinline__ void store_cache(void* cache, int64_t offset, const Pack<T, kChunk>& x, float scale) {
+__device__ __forceinline__ void store_cache(void* cache, int64_t offset, const uint32_t (&w)[kWords<T, kChunk>],
+                                            float scale) {
   if constexpr (kKind == CacheKind::kSame) {
-    store_pack<T, kChunk>(static_cast<T*>(cache) + offset, x);
+    store_words(static_cast<T*>(cache) + offset, w);
   } else {
     constexpr __nv_fp8_interpretation_t kFmt = kKind == CacheKind::kE4M3 ? __NV_E4M3 : __NV_E5M2;
-    Pack<uint16_t, kChunk / 2> out;
+    float f[kChunk];
+    words_to_floats<T, kChunk>(w, f);
+    uint32_t out[kChunk / 4];
 #pragma unroll
-    for (int i = 0; i < kChunk / 2; ++i) {
-      const float2 f = make_float2(to_f32(x.v[2 * i]) / scale, to_f32(x.v[2 * i + 1]) / scale);
-      out.v[i] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, kFmt);  // round to nearest even, saturating
+    for (int i = 0; i < kChunk / 4; ++i) {
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * i] / scale, f[4 * i + 1] / scale), __NV_SATFINITE, kFmt);
+      const uint32_t hi =
+          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * i + 2] / scale, f[4 * i + 3] / scale), __NV_SATFINITE, kFmt);
+      out[i] = lo | (hi << 16);
     }
-    store_pack<uint16_t, kChunk / 2>(reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(cache) + offset), out);
+    store_words(static_cast<uint8_t*>(cache) + offset, out);
   }
 }
 
+// kChunk fp32 values of a cos/sin row, 16 bytes at a time.
 template <int kChunk>
-__device__ __forceinline__ void load_f32(const float* p, float (&out)[kChunk]) {
+__device__ __forceinline__ void load_table(const float* p, float (&out)[kChunk]) {
 #pragma unroll
   for (int i = 0; i < kChunk; i += 4) {
-    const Pack<float, 4> v = load_pack<float, 4>(p + i);
+    float v[4];
+    load_floats(p + i, v);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) out[i + j] = v.v[j];
+    for (int j = 0; j < 4; ++j) out[i + j] = v[j];
   }
 }
 
@@ -62,7 +70,7 @@ __device__ __forceinline__ void load_f32(const float* p, float (&out)[kChunk]) {
 // PRECOND: head_dim / 2 % kChunk == 0; all rows and tables 16-byte aligned (checked on the host).
 template <typename T, CacheKind kKind, int kChunk>
 __global__ void __launch_bounds__(256) rope_kv_kernel(Args a) {
-  using P = Pack<T, kChunk>;
+  constexpr int W = kWords<T, kChunk>;
   const int64_t token = blockIdx.x;
   const int64_t pos = a.positions[token];
   const int64_t slot = a.cache ? a.slots[token] : -1;
@@ -96,28 +104,32 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(Args a) {
       const int head = j / cph, i0 = (j - head * cph) * kChunk;
       T* x = is_q ? static_cast<T*>(a.q) + token * a.q_stride + int64_t(head) * hd
                   : static_cast<T*>(a.k) + token * a.k_stride + int64_t(head) * hd;
-      const P x1 = load_pack<T, kChunk>(x + i0), x2 = load_pack<T, kChunk>(x + half + i0);
-      float c[kChunk], s[kChunk];
-      load_f32<kChunk>(cos_row + i0, c);
-      load_f32<kChunk>(sin_row + i0, s);
-      P o1, o2;
+      float x1[kChunk], x2[kChunk], c[kChunk], s[kChunk];
+      load_floats(x + i0, x1);
+      load_floats(x + half + i0, x2);
+      load_table(cos_row + i0, c);
+      load_table(sin_row + i0, s);
+      float o1[kChunk], o2[kChunk];
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
-        const float a1 = to_f32(x1.v[i]), a2 = to_f32(x2.v[i]);
-        o1.v[i] = from_f32<T>(a1 * c[i] - a2 * s[i]);
-        o2.v[i] = from_f32<T>(a2 * c[i] + a1 * s[i]);
+        o1[i] = x1[i] * c[i] - x2[i] * s[i];
+        o2[i] = x2[i] * c[i] + x1[i] * s[i];
       }
-      store_pack<T, kChunk>(x + i0, o1);
-      store_pack<T, kChunk>(x + half + i0, o2);
-      if (!is_q && write) {
-        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, i0), o1, k_scale);
-        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, half + i0), o2, k_scale);
+      uint32_t w1[W], w2[W];
+      floats_to_words<T, kChunk>(o1, w1);
+      floats_to_words<T, kChunk>(o2, w2);
+      store_words(x + i0, w1);
+      store_words(x + half + i0, w2);
+      if (!is_q && write) {  // the cache gets the rotated k as rounded to T
+        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, i0), w1, k_scale);
+        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, half + i0), w2, k_scale);
       }
     } else {
       const int j = it - rope_items, per_head = hd / kChunk;
       const int head = j / per_head, i0 = (j - head * per_head) * kChunk;
-      const P vv = load_pack<T, kChunk>(static_cast<const T*>(a.v) + token * a.v_stride + int64_t(head) * hd + i0);
-      store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, hd + i0), vv, v_scale);
+      uint32_t vw[W];
+      load_words(static_cast<const T*>(a.v) + token * a.v_stride + int64_t(head) * hd + i0, vw);
+      store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, hd + i0), vw, v_scale);
     }
   }
 }

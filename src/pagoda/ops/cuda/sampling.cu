@@ -3,7 +3,7 @@
 // Sampling finds the kept set as a threshold on x = logit / T: min-p is a per-token test, top-k and top-p
 // each become "x >= t" for a t found by a histogram search (search() below), and the draw is a Gumbel-max
 // over the kept tokens. Every pass reads the row again (from L2 when the batch's logits fit, else HBM):
-// 1 pass (max) + 1 (draw), plus 1-4 per active top-k / top-p search.
+// 1 pass (max) + 1 (draw), plus typically 2-3 per active top-k / top-p search.
 #include <cmath>
 
 #include "pagoda/ops/cuda/cuda_common.cuh"
@@ -19,10 +19,17 @@ constexpr int kThreads = 1024;
 constexpr int kBins = 256;
 // exp(x - max) underflows to 0 in fp32 below -103.97: tokens further down have no mass and are excluded.
 constexpr float kRangeNats = 104.0f;
+// The first search pass histograms only the entries within this many nats of the maximum (probability ratio
+// >= e^-16 = 1.1e-7), where top-k and top-p boundaries usually are; the rest is searched only when needed.
+constexpr float kWindowNats = 16.0f;
 // Each search pass strictly shrinks the set of distinct values still in question (the range's two ends
 // land in bins 0 and 255), so the search ends; in practice in 2-4 passes. The cap only guards against bugs.
 constexpr int kMaxSearchPasses = 64;
 constexpr float kMassScale = 4294967296.0f;  // probability ratios in 2^-32 fixed point
+
+// x = logit * inv_t is always rounded on its own (__fmul_rn is never fused into an FMA): every pass, and
+// the threshold comparisons, must see the same x for the same token.
+__device__ __forceinline__ float scaled(float logit, float inv_t) { return __fmul_rn(logit, inv_t); }
 
 struct RowCtx {
   const float* row;
@@ -88,9 +95,9 @@ struct Hist {
 struct SearchState {
   unsigned long long above;   // measure of the candidates above the current range
   unsigned long long target;  // measure to reach
-  float lo, hi;               // next range, or
-  float t;                    // the threshold when done
-  int done;
+  float lo, hi;               // next range: [lo, hi], or [lo, hi) when hi_open
+  float t;                    // the threshold, when done
+  int done, hi_open;
 };
 
 // Adds one entry per participating lane to its bin; lanes with the same bin are combined first, so a bin
@@ -112,9 +119,11 @@ __device__ __forceinline__ void hist_add(Hist& h, bool in, int bin, uint32_t key
   }
 }
 
-// Warp 0: finds the bin where the measure, accumulated from the top, reaches the target.
+// Warp 0: finds the bin where the measure, accumulated from the top, reaches the target, and writes the
+// next step to `s`. `first`: the window pass; `total` is then the measure of the whole domain [full_lo, m].
 __device__ void scan_bins(const Hist& h, SearchState& s, bool mass_mode, bool first, float top_p,
-                          unsigned long long target, unsigned long long above, float lo) {
+                          unsigned long long target, unsigned long long above, float lo, float full_lo,
+                          unsigned long long total) {
   const int lane = threadIdx.x;
   unsigned long long mu[8], lane_total = 0;
 #pragma unroll
@@ -129,15 +138,23 @@ __device__ void scan_bins(const Hist& h, SearchState& s, bool mass_mode, bool fi
     if (lane + o < 32) suffix += y;
   }
   if (first && mass_mode) {
-    const unsigned long long total = above + __shfl_sync(kFullMask, suffix, 0);
     target = static_cast<unsigned long long>(ceil(double(top_p) * double(total)));
     target = target < 1 ? 1 : target;
   }
   const unsigned reach = __ballot_sync(kFullMask, above + suffix >= target);
-  if (reach == 0) {  // the whole range is needed: keep everything from `lo` up
+  if (reach == 0) {
     if (lane == 0) {
-      s.done = 1;
-      s.t = lo;
+      if (first && lo > full_lo && total >= target) {  // the boundary lies below the window
+        s.done = 0;
+        s.lo = full_lo;
+        s.hi = lo;
+        s.hi_open = 1;
+        s.above = above + suffix;
+        s.target = target;
+      } else {  // fewer candidates than the target: keep them all
+        s.done = 1;
+        s.t = full_lo;
+      }
     }
     return;
   }
@@ -158,15 +175,22 @@ __device__ void scan_bins(const Hist& h, SearchState& s, bool mass_mode, bool fi
     s.t = vmin;
     s.lo = vmin;
     s.hi = vmax;
+    s.hi_open = 0;
   }
 }
 
 // The largest value t among the candidates with x >= floor such that the measure (count, or fixed-point
 // mass when mass_mode) of the candidates with x >= t reaches the target: k, or ceil(top_p * their total
 // mass). Returns max(floor, lo0) when all of them are needed. Every thread gets the result.
+//
+// Pass 0 histograms only the window [m - kWindowNats, m] (most of a real vocabulary lies further down and
+// costs one comparison) and sums the measure of the whole domain. Each later pass histograms the entries
+// of one range: below the window if the target was not reached in it, else the boundary bin [min, max].
 __device__ float search(const RowCtx& c, Hist& h, SearchState& s, bool mass_mode, unsigned long long count_target,
                         float top_p, float floor) {
-  float lo = fmaxf(floor, c.lo0), hi = c.m;
+  const float full_lo = fmaxf(floor, c.lo0);
+  float lo = fmaxf(full_lo, c.m - kWindowNats), hi = c.m;
+  bool hi_open = false;
   unsigned long long above = 0, target = count_target;
   for (int pass = 0; pass < kMaxSearchPasses; ++pass) {
     if (!(lo < hi)) return lo;
@@ -178,31 +202,38 @@ __device__ float search(const RowCtx& c, Hist& h, SearchState& s, bool mass_mode
     }
     __syncthreads();
     const float scale = float(kBins) / (hi - lo);  // may be +inf for a subnormal range: handled below
+    const float domain_lo = pass == 0 ? full_lo : lo;
+    unsigned long long mine = 0;  // pass 0: this thread's share of the domain's measure
     for_each_group(c.row, c.vocab, [&](int64_t, const float (&v)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float x = v[j] * c.inv_t;
-        bool in = j < n && x >= lo && x <= hi;
+        const float x = scaled(v[j], c.inv_t);
+        bool dom = j < n && x >= domain_lo && (hi_open ? x < hi : x <= hi);
         float e = 0.f;
-        if (in) {
+        if (dom) {
           e = expf(x - c.m);
-          in = c.min_p <= 0.f || e >= c.min_p;
+          dom = c.min_p <= 0.f || e >= c.min_p;
         }
+        const unsigned long long fixed = __float2ull_rn(e * kMassScale);
+        if (pass == 0 && dom) mine += mass_mode ? fixed : 1ull;
+        const bool in = dom && x >= lo;
         const float d = x - lo;  // monotone binning: bin(lo) = 0, bin(hi) = kBins - 1
         const int bin = in && d > 0.f ? int(fminf(d * scale, float(kBins - 1))) : 0;
-        hist_add(h, in, bin, ordered_key(x), __float2ull_rn(e * kMassScale));
+        hist_add(h, in, bin, ordered_key(x), fixed);
       }
     });
+    const unsigned long long total = pass == 0 ? block_sum_u64(mine) : 0;  // uniform branch
     __syncthreads();
-    if (threadIdx.x < 32) scan_bins(h, s, mass_mode, pass == 0, top_p, target, above, lo);
+    if (threadIdx.x < 32) scan_bins(h, s, mass_mode, pass == 0, top_p, target, above, lo, full_lo, total);
     __syncthreads();
     if (s.done) return s.t;
     lo = s.lo;
     hi = s.hi;
+    hi_open = s.hi_open;
     above = s.above;
     target = s.target;
   }
-  return lo;
+  return full_lo;
 }
 
 struct SampleArgs {
@@ -239,8 +270,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
       c.row = row;
       c.vocab = a.vocab;
       c.inv_t = 1.0f / temperature;
-      c.m = lmax * c.inv_t;
-      c.lo0 = c.m - kRangeNats;
+      c.m = scaled(lmax, c.inv_t);
+      c.lo0 = __fsub_rn(c.m, kRangeNats);
       c.min_p = a.min_p ? fminf(a.min_p[r], 1.0f) : 0.f;
       const float top_p = a.top_p ? a.top_p[r] : 1.0f;
       float t = c.lo0;
@@ -255,7 +286,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
         bool drawn = false;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const float x = v[j] * c.inv_t;
+          const float x = scaled(v[j], c.inv_t);
           if (j < n && x >= t && candidate(c, x)) {
             if (!drawn) {
               words = sampler_random_words(seed, step, uint64_t(i0) / 4);
