@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  generate            run a model on a prompt and stream the text (default model: the built-in dummy:tiny)\n"
+    "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
     "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
     "\n"
@@ -36,6 +37,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (cmd == "generate") return pagoda::run_generate(rest);
+    if (cmd == "bench") {
+      if (rest.empty() || rest[0] != "latency") {
+        pagoda::report_error("usage: pagoda bench latency [options] (see pagoda bench latency --help)");
+        return 2;
+      }
+      return pagoda::run_bench_latency(std::vector<std::string>(rest.begin() + 1, rest.end()));
+    }
     if (cmd == "backends") {
       if (rest.empty() || rest[0] == "-h" || rest[0] == "--help") {
         std::fputs("usage: pagoda backends {list,select} [options]\n", rest.empty() ? stderr : stdout);

@@ -40,7 +40,7 @@ DeviceInfo pick_device(const std::string& choice) {
 
 std::string resolve_model_dir(const EngineArgs& args) {
   const std::string& m = args.model.model;
-  if (m == kDummyTinyModel) return "";
+  if (builtin_model_config(m)) return "";
   if (fs::is_directory(m)) return m;
   if (fs::exists(m)) throw_config_error("--model ", m, " is a file; give the model's folder (with config.json)");
   HubOptions hub;
@@ -112,7 +112,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   e.model_name = args.model.model;
   e.model_dir = resolve_model_dir(args);
   const bool dummy_model = e.model_dir.empty();
-  ModelConfig cfg = dummy_model ? dummy_tiny_config() : parse_model_config(e.model_dir);
+  ModelConfig cfg = dummy_model ? *builtin_model_config(e.model_name) : parse_model_config(e.model_dir);
 
   // Model dtype (§9.3); on the CPU compute is float32 whatever it is: it sets the KV cache `auto` dtype and,
   // when given explicitly, the weight storage.
@@ -126,7 +126,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
 
   ResolvedAttentionSettings s = resolve_attention_settings(v, e.device.kind);
   e.kv_cache_dtype = effective_kv_cache_dtype(s.kv_cache_dtype, cfg.has_kv_cache_scheme);
-  PAGODA_LOG_INFO("Initializing engine: model=", dummy_model ? std::string(kDummyTinyModel) : e.model_dir,
+  PAGODA_LOG_INFO("Initializing engine: model=", dummy_model ? e.model_name : e.model_dir,
                   ", architecture=", cfg.architecture_name, ", dtype=", dtype_name(e.model_dtype),
                   ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
                   ", device=", describe(e.device));
@@ -156,7 +156,8 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   lo.load_format = parse_load_format(args.model.load_format);
   if (v.dtype != DTypeChoice::kAuto || cuda) lo.dtype = e.model_dtype;
   lo.seed = uint64_t(args.model.seed);
-  e.model = load_model(dummy_model ? std::string(kDummyTinyModel) : e.model_dir, lo);
+  lo.defer_random_weights = cuda && (dummy_model || lo.load_format == LoadFormat::kDummy);
+  e.model = load_model(dummy_model ? e.model_name : e.model_dir, lo);
 
   const DType kv_dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
   if (cuda) {
@@ -213,7 +214,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
       e.tokenizer = Tokenizer::from_file(tok_dir);
     else
       PAGODA_LOG_WARNING("No tokenizer.json in ", tok_dir, ": prompts must be given as token ids and output is printed as ids.");
-  } else {
+  } else if (e.model_name == kDummyTinyModel) {
     e.tokenizer = dummy_tiny_tokenizer();
   }
   return e;

@@ -35,18 +35,51 @@ LoadFormat parse_load_format(const std::string& s) {
   throw_config_error("unknown load format '", s, "' (valid: auto, safetensors, dummy)");
 }
 
+ModelConfig dummy_llama3_8b_config() {
+  ModelConfig c;
+  c.arch = Architecture::kLlama;
+  c.architecture_name = "LlamaForCausalLM";
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = 32;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 8192;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 500000.0;
+  c.tie_word_embeddings = false;
+  c.layer_uses_sliding_window.assign(size_t(c.num_layers), false);
+  c.checkpoint_dtype = DType::kBF16;
+  c.bos_token_id = 128000;
+  c.eos_token_ids = {128001, 128009};
+  return c;
+}
+
+std::optional<ModelConfig> builtin_model_config(const std::string& name) {
+  if (name == kDummyTinyModel) return dummy_tiny_config();
+  if (name == kDummyLlama3_8B) return dummy_llama3_8b_config();
+  return std::nullopt;
+}
+
 LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   LoadedModel m;
-  if (path == kDummyTinyModel) {
+  auto builtin = builtin_model_config(path);
+  if (builtin) {
     if (opt.load_format == LoadFormat::kSafetensors)
       throw_config_error("'", path, "' is a built-in model with random weights; it has no safetensors to load");
-    m.config = dummy_tiny_config();
+    m.config = *builtin;
   } else {
     m.config = parse_model_config(path);
   }
   PAGODA_LOG_INFO("model ", path, ": ", model_config_summary(m.config));
-  if (path == kDummyTinyModel || opt.load_format == LoadFormat::kDummy) {
+  if (builtin || opt.load_format == LoadFormat::kDummy) {
     const DType dt = opt.dtype.value_or(m.config.checkpoint_dtype.value_or(DType::kF32));
+    if (opt.defer_random_weights) {
+      PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt), ", made on the device");
+      return m;
+    }
     m.weights = std::make_shared<const ModelWeights>(make_random_weights(m.config, opt.seed, dt));
     PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt));
     return m;

@@ -19,6 +19,9 @@ struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
   std::optional<DType> dtype;  // weight storage dtype; nullopt = as stored (dummy: config dtype, else float32)
   uint64_t seed = 0;           // dummy weights
+  // Random weights are made by the runner where they live (GPU runners fill device memory directly, which
+  // a multi-gigabyte dummy model needs); LoadedModel::weights stays null.
+  bool defer_random_weights = false;
 };
 
 struct LoadedModel {
@@ -32,6 +35,13 @@ inline constexpr const char* kDummyTinyModel = "dummy:tiny";
 // vocab 512 (token ids only), hidden 256, 4 layers, 8 q / 2 kv heads, head_dim 64, ffn 512, rope_theta 1e6,
 // bos 1, eos 2, untied lm_head.
 ModelConfig dummy_tiny_config();
+
+// Built-in models with random weights, for benchmarks: "dummy:llama3-8b" has Llama-3-8B's shapes (32 layers,
+// hidden 4096, ffn 14336, 32 q / 8 kv heads of 128, vocab 128256, rope theta 500000, bf16).
+inline constexpr const char* kDummyLlama3_8B = "dummy:llama3-8b";
+ModelConfig dummy_llama3_8b_config();
+// The config of a built-in model name (dummy:tiny, dummy:llama3-8b), or nullopt.
+std::optional<ModelConfig> builtin_model_config(const std::string& name);
 
 // `path`: a model folder, or kDummyTinyModel. Throws pagoda::Error (see parse_model_config and
 // load_model_weights for which).

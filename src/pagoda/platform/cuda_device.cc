@@ -3,9 +3,42 @@
 
 #include "pagoda/platform/device.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace pagoda {
 
 bool cuda_runtime_built() { return true; }
+
+double measure_cuda_copy_bandwidth() {
+  const size_t n = size_t(1) << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess) {
+    cudaFree(a);
+    cudaGetLastError();
+    return 0.0;
+  }
+  cudaMemset(a, 1, n);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 8; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 2) ms.push_back(t);  // the first copies warm up
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * double(n) / (double(ms[ms.size() / 2]) * 1e-3) / 1e12;
+}
 
 std::optional<DeviceInfo> detect_cuda_device(int index) {
   int count = 0;

@@ -83,6 +83,7 @@ DeviceInfo simulated_cuda_device(ComputeCapability cc) {
 }
 
 #ifndef PAGODA_WITH_CUDA
+double measure_cuda_copy_bandwidth() { return 0.0; }
 bool cuda_runtime_built() { return false; }
 std::optional<DeviceInfo> detect_cuda_device(int) { return std::nullopt; }
 #endif

@@ -52,5 +52,8 @@ DeviceInfo simulated_cuda_device(ComputeCapability cc);
 // --device auto: the CUDA device when present, else the CPU.
 DeviceInfo detect_default_device();
 std::string describe(const DeviceInfo& d);
+// Device-to-device copy bandwidth of the first CUDA device in TB/s (bytes read + written), median of several
+// 1 GiB copies; 0 without CUDA. The ceiling memory-bound benchmarks report against.
+double measure_cuda_copy_bandwidth();
 
 }  // namespace pagoda

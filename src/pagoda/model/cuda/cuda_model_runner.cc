@@ -12,6 +12,7 @@
 #include "pagoda/ops/cuda/device_buffer.h"
 #include "pagoda/ops/cuda/embedding.h"
 #include "pagoda/ops/cuda/gemm.h"
+#include "pagoda/ops/cuda/random_fill.h"
 #include "pagoda/ops/cuda/rmsnorm.h"
 #include "pagoda/ops/cuda/rope_kv.h"
 
@@ -90,54 +91,56 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size;
   const int QKV = m.qkv_width();
 
-  // ---- weights: layout, one allocation, upload (converted to the compute dtype on the host) ----
+  // ---- weights: layout, one allocation, upload (converted to the compute dtype on the host), or, for
+  // deferred dummy weights, random values made on the device ----
   struct Piece {
     void** dst;
     size_t elems;
     std::function<void(void*)> fill;  // writes `elems` elements of dt into the host staging
+    bool is_norm = false;             // dummy init: 1.0 instead of N(0, 0.02^2)
   };
   std::vector<Piece> pieces;
-  const ModelWeights& w = *model.weights;
-  auto matrix = [&](void** dst, std::vector<const WeightMatrix*> parts) {
-    size_t n = 0;
-    for (auto* p : parts) n += size_t(p->rows * p->cols);
-    pieces.push_back({dst, n, [parts, dt](void* out) {
+  const ModelWeights* w = model.weights.get();
+  auto matrix = [&](void** dst, std::vector<const WeightMatrix*> parts, size_t elems) {
+    pieces.push_back({dst, elems, w ? std::function<void(void*)>([parts, dt](void* out) {
                         size_t at = 0;
                         for (auto* p : parts) {
                           size_t k = size_t(p->rows * p->cols);
                           convert_host(p->data, p->dtype, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, k);
                           at += k;
                         }
-                      }});
+                      }) : nullptr, false});
   };
-  auto vec = [&](void** dst, std::vector<const std::vector<float>*> parts) {
-    size_t n = 0;
-    for (auto* p : parts) n += p->size();
-    pieces.push_back({dst, n, [parts, dt](void* out) {
+  auto vec = [&](void** dst, std::vector<const std::vector<float>*> parts, size_t elems, bool is_norm) {
+    pieces.push_back({dst, elems, w ? std::function<void(void*)>([parts, dt](void* out) {
                         size_t at = 0;
                         for (auto* p : parts) {
                           convert_host(p->data(), DType::kF32, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, p->size());
                           at += p->size();
                         }
-                      }});
+                      }) : nullptr, is_norm});
   };
+  const size_t HQ = size_t(c.num_heads) * D, HK = size_t(c.num_kv_heads) * D;
   m.layers.resize(size_t(c.num_layers));
-  matrix(&m.embed, {&w.embed});
-  if (w.lm_head.data != w.embed.data) matrix(&m.lm_head, {&w.lm_head});
-  vec(&m.final_norm, {&w.final_norm});
+  matrix(&m.embed, {w ? &w->embed : nullptr}, size_t(V) * H);
+  if (w ? w->lm_head.data != w->embed.data : !c.tie_word_embeddings) matrix(&m.lm_head, {w ? &w->lm_head : nullptr}, size_t(V) * H);
+  vec(&m.final_norm, {w ? &w->final_norm : nullptr}, size_t(H), true);
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& lw = w.layers[size_t(l)];
+    const LayerWeights* lw = w ? &w->layers[size_t(l)] : nullptr;
     LayerPtrs& lp = m.layers[size_t(l)];
-    vec(&lp.input_norm, {&lw.input_norm});
-    vec(&lp.post_norm, {&lw.post_attn_norm});
-    if (!lw.q_norm.empty()) vec(&lp.q_norm, {&lw.q_norm});
-    if (!lw.k_norm.empty()) vec(&lp.k_norm, {&lw.k_norm});
-    if (!lw.q_bias.empty()) vec(&lp.qkv_bias, {&lw.q_bias, &lw.k_bias, &lw.v_bias});
-    if (!lw.o_bias.empty()) vec(&lp.o_bias, {&lw.o_bias});
-    matrix(&lp.w_qkv, {&lw.q, &lw.k, &lw.v});
-    matrix(&lp.w_o, {&lw.o});
-    matrix(&lp.w_gate_up, {&lw.gate, &lw.up});
-    matrix(&lp.w_down, {&lw.down});
+    vec(&lp.input_norm, {lw ? &lw->input_norm : nullptr}, size_t(H), true);
+    vec(&lp.post_norm, {lw ? &lw->post_attn_norm : nullptr}, size_t(H), true);
+    if (c.qk_norm) {
+      vec(&lp.q_norm, {lw ? &lw->q_norm : nullptr}, size_t(D), true);
+      vec(&lp.k_norm, {lw ? &lw->k_norm : nullptr}, size_t(D), true);
+    }
+    if (lw ? !lw->q_bias.empty() : c.attention_bias)
+      vec(&lp.qkv_bias, {lw ? &lw->q_bias : nullptr, lw ? &lw->k_bias : nullptr, lw ? &lw->v_bias : nullptr}, HQ + 2 * HK, false);
+    if (lw && !lw->o_bias.empty()) vec(&lp.o_bias, {&lw->o_bias}, size_t(H), false);
+    matrix(&lp.w_qkv, {lw ? &lw->q : nullptr, lw ? &lw->k : nullptr, lw ? &lw->v : nullptr}, (HQ + 2 * HK) * H);
+    matrix(&lp.w_o, {lw ? &lw->o : nullptr}, size_t(H) * HQ);
+    matrix(&lp.w_gate_up, {lw ? &lw->gate : nullptr, lw ? &lw->up : nullptr}, 2 * size_t(F) * H);
+    matrix(&lp.w_down, {lw ? &lw->down : nullptr}, size_t(H) * F);
   }
   size_t total = 0;
   std::vector<size_t> offsets;
@@ -148,13 +151,27 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.weights = DeviceBuffer(total);
   {
     size_t staging_bytes = 0;
-    for (const auto& p : pieces) staging_bytes = std::max(staging_bytes, p.elems * es);
+    if (w)
+      for (const auto& p : pieces) staging_bytes = std::max(staging_bytes, p.elems * es);
     std::vector<uint8_t> staging(staging_bytes);
     for (size_t i = 0; i < pieces.size(); ++i) {
-      pieces[i].fill(staging.data());
-      m.weights.upload(staging.data(), pieces[i].elems * es, offsets[i]);
-      *pieces[i].dst = static_cast<uint8_t*>(m.weights.data()) + offsets[i];
+      void* dst = static_cast<uint8_t*>(m.weights.data()) + offsets[i];
+      *pieces[i].dst = dst;
+      if (w) {
+        pieces[i].fill(staging.data());
+        m.weights.upload(staging.data(), pieces[i].elems * es, offsets[i]);
+      } else {
+        RandomFillParams rf;
+        rf.data = dst;
+        rf.n = int64_t(pieces[i].elems);
+        rf.dtype = dt;
+        rf.seed = uint64_t(i) + 1;
+        rf.mean = pieces[i].is_norm ? 1.0f : 0.0f;
+        rf.std = pieces[i].is_norm ? 0.0f : 0.02f;
+        random_fill(rf, m.stream);
+      }
     }
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   }
   if (!m.lm_head) m.lm_head = m.embed;
 
