@@ -82,6 +82,21 @@ TEST(GenerateGpu, BatchOfPromptsAndFp8Kv) {
   EXPECT_THAT(r.err, testing::HasSubstr("kv_cache_dtype=fp8"));
 }
 
+// CUDA graphs replay decode steps: the tokens must be those of eager execution (same kernels, same order).
+TEST(GenerateGpu, CudaGraphsMatchEager) {
+  SKIP_WITHOUT_GPU();
+  std::string dir = test_data_dir() + "/reference/qwen3-tiny";
+  for (const char* dtype : {"bfloat16", "float32"}) {
+    std::string common = std::string(" --device cuda --model ") + dir + " --dtype " + dtype +
+                         " --temperature 0 --ignore-eos --max-tokens 40 --output-json --prompt-token-ids 11,22,33,44,55,66,77";
+    auto graphs = run_pagoda("generate" + common);
+    auto eager = run_pagoda("generate --enforce-eager" + common);
+    ASSERT_EQ(graphs.exit_code, 0) << graphs.err;
+    ASSERT_EQ(eager.exit_code, 0) << eager.err;
+    EXPECT_EQ(Json::parse(graphs.out)["token_ids"], Json::parse(eager.out)["token_ids"]) << dtype;
+  }
+}
+
 TEST(GenerateGpu, Stories260KHeadSize8StopsWithTheSelectorError) {
   SKIP_WITHOUT_GPU();
   auto r = run_pagoda("generate --device cuda --model " + test_data_dir() + "/models/stories260K/hf --max-tokens 4");

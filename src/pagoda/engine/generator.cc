@@ -125,8 +125,18 @@ std::vector<GenerationOutput> Generator::generate(const std::vector<GenerationRe
         sampled.push_back(&s);
       }
     }
+    // Plain greedy rows need only the argmax: let the runner compute it where the logits are.
+    bool all_greedy = !sampled.empty();
+    for (SeqState* s : sampled) {
+      const SamplingParams& sp = s->req->sampling;
+      all_greedy = all_greedy && sp.temperature == 0.0f && sp.repetition_penalty == 1.0f && sp.presence_penalty == 0.0f &&
+                   sp.frequency_penalty == 0.0f && sp.num_logprobs == 0;
+    }
     const auto t0 = Clock::now();
-    std::vector<float> logits = runner_.forward(b);
+    std::optional<std::vector<int32_t>> greedy;
+    std::vector<float> logits;
+    if (all_greedy) greedy = runner_.forward_greedy(b);
+    if (!greedy) logits = runner_.forward(b);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     (has_prefill ? st.prefill_seconds : st.decode_seconds) += dt;
     ++st.steps;
@@ -134,10 +144,15 @@ std::vector<GenerationOutput> Generator::generate(const std::vector<GenerationRe
     const size_t V = size_t(cfg.vocab_size);
     for (size_t k = 0; k < sampled.size(); ++k) {
       SeqState& s = *sampled[k];
-      std::span<const float> row(logits.data() + k * V, V);
-      std::span<const int32_t> prompt(s.req->prompt_ids.data(), s.req->prompt_ids.size());
-      std::span<const int32_t> output(s.out.token_ids.data(), s.out.token_ids.size());
-      SampleResult r = s.sampler.sample(row, prompt, output);
+      SampleResult r;
+      if (greedy) {
+        r.token = (*greedy)[k];
+      } else {
+        std::span<const float> row(logits.data() + k * V, V);
+        std::span<const int32_t> prompt(s.req->prompt_ids.data(), s.req->prompt_ids.size());
+        std::span<const int32_t> output(s.out.token_ids.data(), s.out.token_ids.size());
+        r = s.sampler.sample(row, prompt, output);
+      }
       s.tokens.push_back(r.token);
       s.out.token_ids.push_back(r.token);
       s.out.samples.push_back(r);

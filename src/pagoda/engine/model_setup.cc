@@ -176,6 +176,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     co.max_num_seqs = args.scheduler.max_num_seqs;
     co.max_model_len = e.max_model_len;
     co.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
+    co.enforce_eager = args.device.enforce_eager;
     if (args.cache.gpu_memory_utilization <= 0 || args.cache.gpu_memory_utilization > 1)
       throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
     auto runner = std::make_unique<CudaModelRunner>(e.model, co);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <cstring>
 
 #include "pagoda/core/error.h"
@@ -13,6 +14,7 @@
 #include "pagoda/ops/cuda/embedding.h"
 #include "pagoda/ops/cuda/gemm.h"
 #include "pagoda/ops/cuda/random_fill.h"
+#include "pagoda/ops/cuda/sampling.h"
 #include "pagoda/ops/cuda/rmsnorm.h"
 #include "pagoda/ops/cuda/rope_kv.h"
 
@@ -46,6 +48,11 @@ struct LayerPtrs {
 
 }  // namespace
 
+struct CudaModelRunner::Impl;
+namespace {
+void finish_step(CudaModelRunner::Impl& m);
+}  // namespace
+
 struct CudaModelRunner::Impl {
   CudaRunnerOptions opt;
   ModelConfig cfg;
@@ -66,14 +73,39 @@ struct CudaModelRunner::Impl {
   DeviceBuffer meta;
   PinnedBuffer meta_host;
   PinnedBuffer logits_host;
-  size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0;
+  size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0, off_tokens = 0;
+  PinnedBuffer err_host;
   int max_blocks_cap = 0;
   PagedAttentionWorkspace ws_main, ws_decode;
   int num_sms = 132;
   DeviceBuffer kscale, vscale;
+  // Decode CUDA graphs by padded batch size.
+  struct Graph {
+    PagedAttentionWorkspace ws;
+    cudaGraphExec_t exec = nullptr;
+    ~Graph() {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+  static constexpr int kGraphSplits = 16;  // fixed KV splits of graph decode steps
+  std::vector<int> graph_sizes;
+  std::map<int, std::unique_ptr<Graph>> graphs;
 
   int qkv_width() const { return (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim; }
 };
+
+namespace {
+// Waits for the step and turns a kernel's out-of-range flag into an error (then clears it).
+void finish_step(CudaModelRunner::Impl& m) {
+  int* d_err = reinterpret_cast<int*>(static_cast<uint8_t*>(m.meta.data()) + m.off_err);
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.err_host.data(), d_err, 4, cudaMemcpyDeviceToHost, m.stream));
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (*m.err_host.as<int>() != 0) {
+    PAGODA_CUDA_CHECK(cudaMemset(d_err, 0, 4));
+    throw_runtime_error("a token id, position or KV slot of this step was out of range");
+  }
+}
+}  // namespace
 
 CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
     : config_(model.config), impl_(std::make_unique<Impl>()) {
@@ -221,10 +253,15 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.off_bt = place(S * size_t(m.max_blocks_cap) * 4);
   m.off_li = place(S * 4);
   m.off_err = place(4);
+  m.off_tokens = place(S * 4);
   m.meta = DeviceBuffer(at);
   m.meta_host = PinnedBuffer(at);
+  m.err_host = PinnedBuffer(4);
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
   m.ws_main.reserve(int(T), int(S), c.num_heads, D, 32);
+  if (!options.enforce_eager)
+    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
+      if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
   if (options.use_prefill_decode_attention) m.ws_decode.reserve(int(T), int(S), c.num_heads, D, 32);
   float ks = options.k_scale, vs = options.v_scale;
   m.kscale = DeviceBuffer(4);
@@ -265,45 +302,38 @@ uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.bytes(); }
 
 std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
   Impl& m = *impl_;
+  const int R = run_to_logits(b);
+  if (R == 0) return {};
+  const int V = m.cfg.vocab_size;
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), m.logits_f32.data(), size_t(R) * V * 4, cudaMemcpyDeviceToHost, m.stream));
+  finish_step(m);
+  const float* lh = m.logits_host.as<float>();
+  return std::vector<float>(lh, lh + size_t(R) * V);
+}
+
+std::optional<std::vector<int32_t>> CudaModelRunner::forward_greedy(const ForwardBatch& b) {
+  Impl& m = *impl_;
+  const int R = run_to_logits(b);
+  if (R == 0) return std::vector<int32_t>{};
+  int32_t* d_tokens = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(m.meta.data()) + m.off_tokens);
+  std::vector<int32_t> tokens(static_cast<size_t>(R));
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), d_tokens, size_t(R) * 4, cudaMemcpyDeviceToHost, m.stream));
+  finish_step(m);
+  std::memcpy(tokens.data(), m.logits_host.data(), size_t(R) * 4);
+  return tokens;
+}
+
+// Enqueues one step of T tokens / S sequences / R logits rows over the metadata already in m.meta, with the
+// attention work lists of `ws` (and `ws_decode` in the separate prefill/decode mode). Everything here is a
+// kernel launch on m.stream (no allocation, no sync), so a decode step can be captured in a CUDA graph.
+void CudaModelRunner::enqueue_step(int T, int S, int R, void* ws_ptr, void* ws_decode_ptr) {
+  Impl& m = *impl_;
+  const auto& ws = *static_cast<const PagedAttentionWorkspace*>(ws_ptr);
+  const auto* ws_decode = static_cast<const PagedAttentionWorkspace*>(ws_decode_ptr);
   const ModelConfig& c = m.cfg;
   const DType dt = m.opt.dtype;
-  const int T = b.num_tokens(), S = b.num_seqs(), R = int(b.logits_indices.size());
   const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size, QKV = m.qkv_width();
   const int bs = m.opt.block_size;
-  if (T == 0) return {};
-  if (T > m.opt.max_num_tokens) throw_runtime_error("step of ", T, " tokens exceeds max_num_tokens ", m.opt.max_num_tokens);
-  if (S > m.opt.max_num_seqs || R > m.opt.max_num_seqs)
-    throw_runtime_error("step of ", S, " sequences exceeds max_num_seqs ", m.opt.max_num_seqs);
-  if (b.max_blocks_per_seq > m.max_blocks_cap)
-    throw_runtime_error("block table of ", b.max_blocks_per_seq, " blocks exceeds ", m.max_blocks_cap, " (max_model_len)");
-  PAGODA_CHECK(int(b.query_start_loc.size()) == S + 1, "query_start_loc size");
-
-  // ---- host metadata: positions and slots derived from the batch, exactly as the CPU runner does ----
-  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
-  std::memcpy(hm + m.off_ids, b.token_ids.data(), size_t(T) * 4);
-  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
-  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
-  AttentionBatchInfo info;
-  for (int s = 0; s < S; ++s) {
-    int q0 = b.query_start_loc[size_t(s)], q1 = b.query_start_loc[size_t(s) + 1];
-    int ql = q1 - q0, ctx = b.seq_lens[size_t(s)];
-    if (ql < 0 || ql > ctx) throw_runtime_error("sequence ", s, ": ", ql, " new tokens but a context of ", ctx);
-    info.query_lens.push_back(ql);
-    info.seq_lens.push_back(ctx);
-    for (int t = 0; t < ql; ++t) {
-      int p = ctx - ql + t;
-      if (p >= m.rope_max_pos) throw_runtime_error("position ", p, " beyond the RoPE table (", m.rope_max_pos, ")");
-      int blk = b.block_tables[size_t(s) * b.max_blocks_per_seq + p / bs];
-      if (blk < 0 || blk >= cache_.num_blocks) throw_runtime_error("block id ", blk, " outside the KV cache");
-      pos[q0 + t] = p;
-      slot[q0 + t] = int64_t(blk) * bs + p % bs;
-    }
-  }
-  std::memcpy(hm + m.off_qsl, b.query_start_loc.data(), size_t(S + 1) * 4);
-  std::memcpy(hm + m.off_sl, b.seq_lens.data(), size_t(S) * 4);
-  std::memcpy(hm + m.off_bt, b.block_tables.data(), size_t(S) * b.max_blocks_per_seq * 4);
-  std::memcpy(hm + m.off_li, b.logits_indices.data(), size_t(R) * 4);
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
   uint8_t* dm = static_cast<uint8_t*>(m.meta.data());
   auto* d_ids = reinterpret_cast<const int32_t*>(dm + m.off_ids);
   auto* d_pos = reinterpret_cast<const int64_t*>(dm + m.off_pos);
@@ -313,18 +343,7 @@ std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
   auto* d_bt = reinterpret_cast<const int*>(dm + m.off_bt);
   auto* d_li = reinterpret_cast<const int32_t*>(dm + m.off_li);
   auto* d_err = reinterpret_cast<int*>(dm + m.off_err);
-
-  PagedAttentionOptions aopt;
-  aopt.num_sms = m.num_sms;
-  if (m.opt.use_prefill_decode_attention) {
-    PagedAttentionOptions pre = aopt, dec = aopt;
-    pre.only_decode = 0;
-    dec.only_decode = 1;
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, pre, m.ws_main, m.stream);
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, dec, m.ws_decode, m.stream);
-  } else {
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, aopt, m.ws_main, m.stream);
-  }
+  auto* d_tokens = reinterpret_cast<int32_t*>(dm + m.off_tokens);
 
   const float eps = float(c.rms_norm_eps);
   embedding({d_ids, m.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
@@ -391,7 +410,7 @@ std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
     ap.num_kv_heads = c.num_kv_heads;
     ap.head_size = D;
     ap.block_size = bs;
-    ap.max_blocks_per_seq = b.max_blocks_per_seq;
+    ap.max_blocks_per_seq = m.max_blocks_cap;  // block tables are uploaded with this row stride
     ap.query_start_loc = d_qsl;
     ap.seq_lens = d_sl;
     ap.block_tables = d_bt;
@@ -400,8 +419,8 @@ std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
     ap.v_scale = m.opt.v_scale;
     bool sliding = size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)];
     ap.sliding_window = sliding ? c.sliding_window : 0;
-    run_paged_attention(ap, m.ws_main, m.stream);
-    if (m.opt.use_prefill_decode_attention) run_paged_attention(ap, m.ws_decode, m.stream);
+    run_paged_attention(ap, ws, m.stream);
+    if (ws_decode) run_paged_attention(ap, *ws_decode, m.stream);
     m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
     fused_add_rmsnorm({m.o.data(), m.h.data(), lp.post_norm, m.xn.data(), T, H, eps, dt}, m.stream);
     m.gemm.run({m.xn.data(), lp.w_gate_up, nullptr, m.gu.data(), T, 2 * F, H, dt}, m.stream);
@@ -409,20 +428,125 @@ std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
     m.gemm.run({m.act.data(), lp.w_down, nullptr, m.o.data(), T, H, F, dt}, m.stream);
   }
   fused_add_rmsnorm({m.o.data(), m.h.data(), m.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
-  if (R == 0) {
-    PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    return {};
-  }
+  if (R == 0) return;
   embedding({d_li, m.xn.data(), m.xsel.data(), R, H, T, dt, d_err}, m.stream);  // gather the rows to sample
   m.gemm.run({m.xsel.data(), m.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
   convert({m.logits.data(), dt, m.logits_f32.data(), DType::kF32, int64_t(R) * V}, m.stream);
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), m.logits_f32.data(), size_t(R) * V * 4, cudaMemcpyDeviceToHost, m.stream));
-  int err = 0;
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(&err, d_err, 4, cudaMemcpyDeviceToHost, m.stream));
-  PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  if (err) throw_runtime_error("a token id, position or KV slot of this step was out of range");
-  const float* lh = m.logits_host.as<float>();
-  return std::vector<float>(lh, lh + size_t(R) * V);
+  argmax({m.logits_f32.as<float>(), 0, R, V, d_tokens}, m.stream);
+}
+
+int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  const DType dt = m.opt.dtype;
+  const int T = b.num_tokens(), S = b.num_seqs(), R = int(b.logits_indices.size());
+  const int D = c.head_dim;
+  const int bs = m.opt.block_size;
+  if (T == 0) return 0;
+  if (T > m.opt.max_num_tokens) throw_runtime_error("step of ", T, " tokens exceeds max_num_tokens ", m.opt.max_num_tokens);
+  if (S > m.opt.max_num_seqs || R > m.opt.max_num_seqs)
+    throw_runtime_error("step of ", S, " sequences exceeds max_num_seqs ", m.opt.max_num_seqs);
+  if (b.max_blocks_per_seq > m.max_blocks_cap)
+    throw_runtime_error("block table of ", b.max_blocks_per_seq, " blocks exceeds ", m.max_blocks_cap, " (max_model_len)");
+  PAGODA_CHECK(int(b.query_start_loc.size()) == S + 1, "query_start_loc size");
+
+  // A pure decode step (one token per sequence, every row sampled in order) replays a CUDA graph captured
+  // for the next captured batch size; padding sequences have no tokens.
+  bool decode = !m.opt.enforce_eager && T == S && R == S;
+  for (int s = 0; decode && s < S; ++s) decode = b.query_start_loc[size_t(s) + 1] - b.query_start_loc[size_t(s)] == 1 && b.logits_indices[size_t(s)] == s;
+  int bp = 0;
+  if (decode)
+    for (int size : m.graph_sizes)
+      if (size >= S) {
+        bp = size;
+        break;
+      }
+  const int Tp = bp > 0 ? bp : T, Sp = bp > 0 ? bp : S, Rp = bp > 0 ? bp : R;
+
+  // ---- host metadata: positions and slots derived from the batch, exactly as the CPU runner does ----
+  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
+  int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
+  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
+  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
+  int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
+  int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
+  int32_t* bt = reinterpret_cast<int32_t*>(hm + m.off_bt);
+  int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+  std::memcpy(ids, b.token_ids.data(), size_t(T) * 4);
+  AttentionBatchInfo info;
+  for (int s = 0; s < S; ++s) {
+    int q0 = b.query_start_loc[size_t(s)], q1 = b.query_start_loc[size_t(s) + 1];
+    int ql = q1 - q0, ctx = b.seq_lens[size_t(s)];
+    if (ql < 0 || ql > ctx) throw_runtime_error("sequence ", s, ": ", ql, " new tokens but a context of ", ctx);
+    info.query_lens.push_back(ql);
+    info.seq_lens.push_back(ctx);
+    for (int t = 0; t < ql; ++t) {
+      int p = ctx - ql + t;
+      if (p >= m.rope_max_pos) throw_runtime_error("position ", p, " beyond the RoPE table (", m.rope_max_pos, ")");
+      int blk = b.block_tables[size_t(s) * b.max_blocks_per_seq + p / bs];
+      if (blk < 0 || blk >= cache_.num_blocks) throw_runtime_error("block id ", blk, " outside the KV cache");
+      pos[q0 + t] = p;
+      slot[q0 + t] = int64_t(blk) * bs + p % bs;
+    }
+    qsl[s] = q0;
+    sl[s] = ctx;
+    std::memcpy(bt + size_t(s) * m.max_blocks_cap, b.block_tables.data() + size_t(s) * b.max_blocks_per_seq,
+                size_t(b.max_blocks_per_seq) * 4);
+  }
+  qsl[S] = T;
+  std::memcpy(li, b.logits_indices.data(), size_t(R) * 4);
+  for (int s = S; s < Sp; ++s) {  // graph padding: empty sequences, tokens that write nothing
+    ids[s] = 0;
+    pos[s] = 0;
+    slot[s] = -1;
+    qsl[s + 1] = T;
+    sl[s] = 0;
+    li[s] = s;
+  }
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
+
+  if (bp > 0) {
+    auto& g = m.graphs[bp];
+    if (!g) {
+      // Plan a fixed work list for bp decode sequences with a fixed number of KV splits, run the step once
+      // eagerly (cuBLASLt plans, kernel attributes), then capture it.
+      g = std::make_unique<Impl::Graph>();
+      g->ws.reserve(bp, bp, c.num_heads, D, Impl::kGraphSplits);
+      PagedAttentionOptions go;
+      go.num_sms = m.num_sms;
+      go.max_splits = Impl::kGraphSplits;
+      go.force_splits = true;
+      AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
+      plan_paged_attention(full, c.num_heads, c.num_kv_heads, D, dt, go, g->ws, m.stream);
+      enqueue_step(Tp, Sp, Rp, &g->ws, nullptr);
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+      cudaGraph_t graph = nullptr;
+      PAGODA_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+      enqueue_step(Tp, Sp, Rp, &g->ws, nullptr);
+      PAGODA_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
+      PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
+      PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
+      PAGODA_LOG_DEBUG("captured a CUDA graph for decode batch size ", bp);
+      return R;  // this step already ran eagerly
+    }
+    PAGODA_CUDA_CHECK(cudaGraphLaunch(g->exec, m.stream));
+    return R;
+  }
+
+  PagedAttentionOptions aopt;
+  aopt.num_sms = m.num_sms;
+  if (m.opt.use_prefill_decode_attention) {
+    PagedAttentionOptions pre = aopt, dec = aopt;
+    pre.only_decode = 0;
+    dec.only_decode = 1;
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, pre, m.ws_main, m.stream);
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, dec, m.ws_decode, m.stream);
+    enqueue_step(T, S, R, &m.ws_main, &m.ws_decode);
+  } else {
+    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, aopt, m.ws_main, m.stream);
+    enqueue_step(T, S, R, &m.ws_main, nullptr);
+  }
+  return R;
 }
 
 }  // namespace pagoda

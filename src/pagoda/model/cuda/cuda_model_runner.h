@@ -29,6 +29,7 @@ struct CudaRunnerOptions {
   int max_num_seqs = 256;
   int max_model_len = 4096;
   bool use_prefill_decode_attention = false;
+  bool enforce_eager = false;  // no CUDA graphs for decode steps
 };
 
 class CudaModelRunner final : public ModelRunner {
@@ -37,16 +38,22 @@ class CudaModelRunner final : public ModelRunner {
   ~CudaModelRunner() override;
 
   std::vector<float> forward(const ForwardBatch& batch) override;
+  std::optional<std::vector<int32_t>> forward_greedy(const ForwardBatch& batch) override;
   const ModelConfig& config() const override { return config_; }
   const KvCacheOptions& cache_options() const override { return cache_; }
   uint64_t weight_bytes() const;
   uint64_t kv_cache_bytes() const;
 
+ public:
+  struct Impl;  // public so the step helpers in the .cc can name it; defined there only
+
  private:
-  struct Impl;
   ModelConfig config_;
   KvCacheOptions cache_;
   std::unique_ptr<Impl> impl_;
+  // Runs the layers and the logits GEMM of the batch's rows into device memory (fp32); returns the rows.
+  int run_to_logits(const ForwardBatch& batch);
+  void enqueue_step(int tokens, int seqs, int rows, void* ws, void* ws_decode);
 };
 
 }  // namespace pagoda
