@@ -299,6 +299,13 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   }
   ws.num_work_items = n;
   ws.num_splits = splits;
+  bool all_decode = n > 0;
+  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
+    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
+    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    all_decode = all_decode && batch.query_lens[s] * G <= 16;
+  }
+  ws.all_decode = all_decode;
   ws.split_needs_merge = splits > 1;
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
@@ -310,7 +317,7 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
   PagedAttentionParams pp = p;
   pp.block_size_log2 = (p.block_size & (p.block_size - 1)) == 0 ? __builtin_ctz(unsigned(p.block_size)) : -1;
   KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.max_tokens,
-                  ws.split_needs_merge};
+                  ws.split_needs_merge, ws.all_decode};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
   if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,

@@ -80,6 +80,7 @@ class PagedAttentionWorkspace {
   int capacity_items = 0;
   int max_tokens = 0, max_splits = 0, num_q_heads = 0, head_size = 0;
   bool split_needs_merge = false;
+  bool all_decode = false;  // every planned tile has <= 16 query rows
 };
 
 struct PagedAttentionOptions {

@@ -6,19 +6,32 @@
 namespace pagoda::triton_attn_detail {
 namespace {
 
-template <typename Kv, int D>
-void launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
-  constexpr int BN = D >= 256 ? 32 : 64;
-  constexpr size_t bytes = Smem<__half, Kv, D, BN>::kBytes;
-  auto kernel = unified_attention_kernel<__half, Kv, D, BN>;
-  static bool configured = false;  // raising the dynamic shared-memory limit once per kernel
-  if (!configured) {
+template <typename Kernel>
+void launch_with_smem(Kernel kernel, size_t bytes, bool& configured, const KernelArgs& args, int num_items,
+                      cudaStream_t stream) {
+  if (!configured) {  // raising the dynamic shared-memory limit once per kernel
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
     configured = true;
   }
   dim3 grid(num_items, args.p.num_kv_heads);
   kernel<<<grid, kThreads, bytes, stream>>>(args);
+}
+
+template <typename Kv, int D>
+void launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
+  constexpr int BN = D >= 256 ? 32 : 64;
+  if constexpr (Smem<__half, Kv, D, BN>::kCanWarpSplit) {
+    if (args.all_decode) {
+      static bool configured = false;
+      launch_with_smem(decode_attention_kernel<__half, Kv, D, BN>, Smem<__half, Kv, D, BN, true>::kBytes, configured, args,
+                       num_items, stream);
+      return;
+    }
+  }
+  static bool configured = false;
+  launch_with_smem(unified_attention_kernel<__half, Kv, D, BN>, Smem<__half, Kv, D, BN>::kBytes, configured, args, num_items,
+                   stream);
 }
 
 template <typename Kv>

@@ -29,6 +29,7 @@ struct KernelArgs {
   float* partial_ml;
   int partial_tokens;  // leading dimension of the partials (workspace max_tokens)
   bool write_partial;
+  bool all_decode;     // every work item is decode-shaped (<= 16 query rows): the decode-only kernel runs
 };
 
 struct KvSame {};
@@ -105,20 +106,18 @@ __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
   return out;
 }
 
-template <typename T, typename Kv, int D, int BN>
+template <typename T, typename Kv, int D, int BN, bool kDecodeOnly = false>
 struct Smem {
   static constexpr int kChunks = D / 8;
+  // The decode-only kernel reads 16 query rows; its smaller footprint lets three CTAs share an SM.
+  static constexpr int kQRows = kDecodeOnly ? 16 : kBlockM;
   static constexpr bool kFp8 = !std::is_same_v<Kv, KvSame>;
   // cp.async pipeline depth: 3 stages while two CTAs still fit an SM (D <= 128), else 2.
-#ifdef PAGODA_ATTN_STAGES  // experiments only
-  static constexpr int kStages = D <= 128 ? PAGODA_ATTN_STAGES : 2;
-#else
-  static constexpr int kStages = D <= 128 ? 3 : 2;
-#endif
+  static constexpr int kStages = (D <= 128 && !kDecodeOnly) ? 3 : 2;
   // 16-bit KV lands in kStages K/V tiles; fp8 KV lands raw in kStages staging tiles and is converted
   // into one K/V tile before use.
   static constexpr int kTiles = kFp8 ? 1 : kStages;
-  static constexpr size_t kQBytes = size_t(kBlockM) * kChunks * 16;
+  static constexpr size_t kQBytes = size_t(kQRows) * kChunks * 16;
   static constexpr size_t kTileBytes = size_t(2) * kTiles * BN * kChunks * 16;
   static constexpr size_t kStagingBytes = kFp8 ? size_t(2) * kStages * BN * D : 0;
   // Decode tiles split keys across warps; the warps' states are merged through shared memory.
@@ -129,16 +128,16 @@ struct Smem {
   static constexpr bool kCanWarpSplit = BN == 64;
 };
 
-template <typename T, typename Kv, int D, int BN, bool kSplit>
+template <typename T, typename Kv, int D, int BN, bool kSplit, typename S>
 __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* smem) {
-  using S = Smem<T, Kv, D, BN>;
   constexpr int CH = S::kChunks;
   constexpr int kStages = S::kStages;
-  constexpr int kNT = BN / 8;  // n-tiles of S per warp
+  // n-tiles of S per warp: all BN keys, or the warp's 16 keys of the tile when warps split the keys.
+  constexpr int kNT = kSplit ? 2 : BN / 8;
   constexpr int kDT = D / 8;   // n-tiles of O per warp
   const PagedAttentionParams& p = args.p;
   uint4* sQ = smem;
-  uint4* sK = sQ + kBlockM * CH;
+  uint4* sK = sQ + S::kQRows * CH;
   uint4* sV = sK + S::kTiles * BN * CH;
   uint8_t* staging = reinterpret_cast<uint8_t*>(sV + S::kTiles * BN * CH);  // fp8: [stage][K|V][BN][D]
 
@@ -157,9 +156,10 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   // Decode-shaped tile (<= 16 query rows): every warp takes rows 0-15 and 16 of each tile's 64 keys.
   constexpr bool warp_split = kSplit;
   const int row_base = warp_split ? 0 : warp * 16;
+  const int koff = warp_split ? warp * 16 : 0;  // the warp's first key within a tile
 
   // ---- Q tile -> shared memory (zero rows past the sequence and columns past head_size) ----
-  for (int i = tid; i < kBlockM * CH; i += kThreads) {
+  for (int i = tid; i < S::kQRows * CH; i += kThreads) {
     int r = i / CH, c = i % CH, R = row_start + r;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (R < rows_total && c * 8 < hs) {
@@ -297,10 +297,9 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       uint32_t a[4];
       ldmatrix_x4(a, &sQ[swz<CH>(row_base + (lane % 16), kk * 2 + lane / 16)]);
 #pragma unroll
-      for (int nn = 0; nn < BN / 16; ++nn) {
-        if (warp_split && nn != warp) continue;  // warp-uniform
+      for (int nn = 0; nn < kNT / 2; ++nn) {
         uint32_t b[4];
-        ldmatrix_x4(b, &k_s[swz<CH>(nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
+        ldmatrix_x4(b, &k_s[swz<CH>(koff + nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
         Mma<T>::run(s[2 * nn], a, b);
         Mma<T>::run(s[2 * nn + 1], a, b + 2);
       }
@@ -312,12 +311,12 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int i = e / 2;
-        int key = tile * BN + j * 8 + (lane % 4) * 2 + (e % 2);
+        int key = tile * BN + koff + j * 8 + (lane % 4) * 2 + (e % 2);
         float x = s[j][e] * qk_scale;
         if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
         x += slope[i] * float(key - q_pos[i]);
         bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
-                  (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window) && (!warp_split || j / 2 == warp);
+                  (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window);
         x = ok ? x * kLog2e : -INFINITY;
         s[j][e] = x;
         row_max[i] = fmaxf(row_max[i], x);
@@ -337,7 +336,6 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     float row_sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int j = 0; j < kNT; ++j) {
-      if (warp_split && j / 2 != warp) continue;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float pe = exp2f(s[j][e] - row_max[e / 2]);
@@ -356,8 +354,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     }
     // O += P V.
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      if (warp_split && kk != warp) continue;
+    for (int kk = 0; kk < kNT / 2; ++kk) {
       uint32_t a[4];
       a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
       a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
@@ -366,7 +363,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 #pragma unroll
       for (int dd = 0; dd < D / 16; ++dd) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, &v_s[swz<CH>(kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
+        ldmatrix_x4_trans(b, &v_s[swz<CH>(koff + kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
         Mma<T>::run(acc[2 * dd], a, b);
         Mma<T>::run(acc[2 * dd + 1], a, b + 2);
       }
@@ -477,17 +474,26 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 template <typename T, typename Kv, int D, int BN>
 __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
   extern __shared__ uint4 smem[];
+  using S = Smem<T, Kv, D, BN>;
   // One kernel for the whole mixed batch; decode-shaped tiles (<= 16 query rows) take the key-split body.
-  if constexpr (Smem<T, Kv, D, BN>::kCanWarpSplit) {
+  if constexpr (S::kCanWarpSplit) {
     const int4 w = args.work[blockIdx.x];
     const int G = args.p.num_q_heads / args.p.num_kv_heads;
     const int rows = (args.p.query_start_loc[w.x + 1] - args.p.query_start_loc[w.x]) * G;
     if (rows - w.y <= 16) {
-      attention_tile<T, Kv, D, BN, true>(args, smem);
+      attention_tile<T, Kv, D, BN, true, S>(args, smem);
       return;
     }
   }
-  attention_tile<T, Kv, D, BN, false>(args, smem);
+  attention_tile<T, Kv, D, BN, false, S>(args, smem);
+}
+
+// The same kernel for steps whose every tile is decode-shaped (the common decode step): only the key-split
+// body, a 16-row Q tile and 2 stages, so that three CTAs fit an SM.
+template <typename T, typename Kv, int D, int BN>
+__global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const KernelArgs args) {
+  extern __shared__ uint4 smem[];
+  attention_tile<T, Kv, D, BN, true, Smem<T, Kv, D, BN, true>>(args, smem);
 }
 
 // Instantiated per element type in unified_attention_{bf16,f16}.cu.
