@@ -67,9 +67,8 @@ int run_bench_latency(const std::vector<std::string>& raw) {
     r.max_tokens = output_len;
     r.ignore_eos = true;
   }
-  GeneratorOptions go;
-  go.max_num_batched_tokens = *args.scheduler.max_num_batched_tokens;
-  go.max_model_len = e.max_model_len;
+  GeneratorOptions go = engine_options_from_args(args, e.max_model_len);
+  go.enable_prefix_caching = false;  // repeated iterations reuse the prompts: no cache hits in the timing
   Generator gen(*e.runner, std::nullopt, go);
   std::vector<GenerationStats> runs;
   for (int i = 0; i < warmup + iters; ++i) {

@@ -124,10 +124,7 @@ int run_generate(const std::vector<std::string>& raw) {
   req.ignore_eos = g.ignore_eos;
   if (!e.tokenizer && !g.stop.empty()) throw_config_error("--stop needs a tokenizer");
 
-  GeneratorOptions go;
-  go.max_num_batched_tokens = args.scheduler.max_num_batched_tokens.value_or(8192);
-  go.max_model_len = e.max_model_len;
-  Generator gen(*e.runner, e.tokenizer, go);
+  Generator gen(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
   GenerationStats st;
   const bool stream = !g.output_json;
   auto on_token = [&](size_t, int32_t token, const std::string& delta) {

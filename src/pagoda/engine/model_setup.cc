@@ -1,5 +1,7 @@
 #include "pagoda/engine/model_setup.h"
 
+#include "pagoda/engine/engine.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,7 +174,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     co.layout = e.attention.kv_layout;
     co.gpu_memory_utilization = args.cache.gpu_memory_utilization;
     co.num_blocks_override = args.cache.num_gpu_blocks_override.value_or(0);
-    co.max_num_tokens = args.scheduler.max_num_batched_tokens.value_or(8192);
+    co.max_num_tokens = engine_options_from_args(args, e.max_model_len).max_num_batched_tokens;
     co.max_num_seqs = args.scheduler.max_num_seqs;
     co.max_model_len = e.max_model_len;
     co.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;

@@ -1,5 +1,5 @@
-// A minimal KV-cache block allocator and per-sequence block list (enough for tests and single-process
-// generation; the scheduler's block pool with refcounts and prefix caching will replace it).
+// A minimal KV-cache block allocator and per-sequence block list, for the model tests' driver. The engine
+// uses KvCacheManager (kv_cache_manager.h: ref-counted block pool, block tables, prefix caching).
 #pragma once
 
 #include <cstdint>

@@ -278,10 +278,15 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int splits = 1;
   if (opt.force_splits) {
     splits = opt.max_splits;
-  } else if (tiles > 0 && tiles < 2L * opt.num_sms) {
-    long want = (2L * opt.num_sms + tiles - 1) / tiles;
-    int kv_tiles = (max_ctx + 63) / 64;
-    splits = int(std::min<long>({want, long(opt.max_splits), long(std::max(1, kv_tiles / 2))}));
+  } else {
+    // Aim for two full waves of CTAs (three per SM for decode-shaped tiles) so that the last wave's tail
+    // stays small; each split keeps at least 4 KV tiles of work.
+    const long waves_target = 2L * 3 * opt.num_sms;
+    if (tiles > 0 && tiles < waves_target) {
+      long want = (waves_target + tiles - 1) / tiles;
+      int kv_tiles = (max_ctx + 63) / 64;
+      splits = int(std::min<long>({want, long(opt.max_splits), long(std::max(1, kv_tiles / 4))}));
+    }
   }
   splits = std::max(1, std::min(splits, ws.max_splits));
   int n = 0;

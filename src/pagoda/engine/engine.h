@@ -1,0 +1,150 @@
+// The serving engine: requests in, streamed outputs out. Each step() runs
+//   drain the inbox (new requests, aborts) -> schedule -> plan the forward batch -> forward -> sample
+//   -> detokenize, check stops -> outputs,
+// with continuous batching, chunked prefill, prefix caching and preemption by recomputation (see
+// scheduler/scheduler.h and kv_cache/kv_cache_manager.h).
+//
+// Threads: add_request(), abort(), has_unfinished(), wait_for_work(), wake() and metrics() may be called
+// from any thread; step() and generate() from one thread at a time (the loop). A server runs
+//   while (engine.wait_for_work()) for (auto& out : engine.step()) deliver(out);
+// and calls engine.wake() to end the loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "pagoda/config/engine_args.h"
+#include "pagoda/engine/request_output.h"
+#include "pagoda/model/cpu_model_runner.h"
+#include "pagoda/model/model_runner.h"
+#include "pagoda/scheduler/scheduler.h"
+#include "pagoda/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct EngineOptions {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
+};
+
+// The scheduler and cache options of `args`; max_model_len as resolved at engine start. An unset
+// --max-num-batched-tokens is 8192, and at least max_model_len without chunked prefill.
+EngineOptions engine_options_from_args(const EngineArgs& args, int max_model_len);
+
+// A request of an offline batch, and what became of it.
+struct GenerateRequest {
+  std::vector<int32_t> prompt_ids;
+  RequestParams params;
+};
+struct GenerateResult {
+  RequestId id = 0;
+  std::vector<int32_t> token_ids;
+  std::vector<SampleResult> logprobs;  // per generated token
+  std::string text;
+  FinishReason finish_reason = FinishReason::kLength;
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;
+  RequestMetrics metrics;
+};
+
+class Engine {
+ public:
+  // The runner owns the KV cache (its num_blocks blocks of block_size tokens) and must outlive the engine.
+  // The tokenizer is optional: without one, prompts are ids and outputs carry no text. Throws a config
+  // pagoda::Error for bad options.
+  Engine(ModelRunner& runner, std::optional<Tokenizer> tokenizer, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; it joins the batch at the next step(). Throws a runtime pagoda::Error naming the
+  // problem for a request that can never run (empty prompt, token ids outside the vocabulary, a prompt
+  // that leaves no room under max_model_len, more blocks than the whole KV cache, bad sampling values),
+  // leaving the engine as it was.
+  RequestId add_request(std::vector<int32_t> prompt_ids, const RequestParams& params);
+  // The prompt as text, encoded with the tokenizer (add_special_tokens: BOS as the tokenizer says).
+  RequestId add_request(std::string_view prompt, const RequestParams& params, bool add_special_tokens = true);
+
+  // Ends a request (queued, waiting or running) at the next step(), which returns its final output with
+  // finish_reason "abort" and frees its blocks. Unknown or finished ids are ignored.
+  void abort(RequestId id);
+
+  // One engine step; returns an output for every request that produced a token, finished or was aborted.
+  std::vector<RequestOutput> step();
+
+  // True from add_request() until step() has returned the request's final output.
+  bool has_unfinished() const { return num_unfinished_.load() > 0; }
+  // Blocks until there is a request to work on (true). Returns false instead when wake() was called since
+  // the last return (consuming that wake), or, with a timeout, when it expires with nothing to do.
+  bool wait_for_work();
+  bool wait_for_work(std::chrono::milliseconds timeout);
+  void wake();
+
+  // Runs `requests` to completion through step(), calling on_output(index, output) for each of their
+  // outputs; returns their results in order. Validates every request before adding any (throwing as
+  // add_request() does). Must not run while another thread loops on step(); outputs of other requests
+  // in the engine are dropped.
+  std::vector<GenerateResult> generate(
+      const std::vector<GenerateRequest>& requests,
+      const std::function<void(size_t index, const RequestOutput& output)>& on_output = {});
+
+  EngineMetrics metrics() const;
+  const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
+  int max_model_len() const { return scheduler_.config().max_model_len; }
+  const Scheduler& scheduler() const { return scheduler_; }  // step thread only
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Live;
+  struct Command {
+    bool abort = false;
+    RequestId id = 0;
+    std::vector<int32_t> prompt_ids;
+    RequestParams params;
+    Clock::time_point arrival;
+  };
+
+  // Why the request can never run ("" when it can).
+  std::string validate(std::span<const int32_t> prompt_ids, const RequestParams& params) const;
+  void drain_inbox(std::vector<RequestOutput>& outs);
+  void process_token(Live& live, const Request& req, const SampleResult& sample, Clock::time_point now,
+                     RequestOutput& out);
+  void finish(Live& live, FinishReason reason, Clock::time_point now, RequestOutput& out);
+
+  ModelRunner& runner_;
+  std::optional<Tokenizer> tokenizer_;
+  Scheduler scheduler_;
+  std::vector<int32_t> eos_ids_;
+
+  // Inbox, shared with other threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Command> inbox_;
+  int64_t inbox_adds_ = 0;  // adds in inbox_
+  int wakes_ = 0;
+  std::atomic<RequestId> next_id_{1};
+  std::atomic<int64_t> num_unfinished_{0};
+
+  // Step thread only.
+  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
+  EngineMetrics counters_;
+
+  // The snapshot metrics() returns, refreshed at the end of each step.
+  mutable std::mutex metrics_mu_;
+  EngineMetrics snapshot_;
+};
+
+}  // namespace pagoda
