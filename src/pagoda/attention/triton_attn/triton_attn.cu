@@ -278,14 +278,26 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int splits = 1;
   if (opt.force_splits) {
     splits = opt.max_splits;
-  } else {
-    // Aim for two full waves of CTAs (three per SM for decode-shaped tiles) so that the last wave's tail
-    // stays small; each split keeps at least 4 KV tiles of work.
-    const long waves_target = 2L * 3 * opt.num_sms;
-    if (tiles > 0 && tiles < waves_target) {
-      long want = (waves_target + tiles - 1) / tiles;
-      int kv_tiles = (max_ctx + 63) / 64;
-      splits = int(std::min<long>({want, long(opt.max_splits), long(std::max(1, kv_tiles / 4))}));
+  } else if (tiles > 0) {
+    // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), pick the
+    // KV split count whose last wave is fullest; among near-equal choices the fewest splits (less merging).
+    // Each split keeps at least 4 KV tiles of work.
+    const double slots = 3.0 * opt.num_sms;
+    const int kv_tiles = (max_ctx + 63) / 64;
+    const int cap = std::max(1, std::min(opt.max_splits, kv_tiles / 4));
+    if (double(tiles) < 4 * slots) {
+      auto efficiency = [&](int s) {
+        double waves = double(tiles) * s / slots;
+        return waves / std::ceil(waves);
+      };
+      double best = 0;
+      for (int s = 1; s <= cap; ++s) best = std::max(best, efficiency(s));
+      for (int s = 1; s <= cap; ++s) {
+        if (efficiency(s) >= best - 0.03) {
+          splits = s;
+          break;
+        }
+      }
     }
   }
   splits = std::max(1, std::min(splits, ws.max_splits));
