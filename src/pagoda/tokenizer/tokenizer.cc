@@ -122,6 +122,8 @@ bool Tokenizer::is_special(int id) const {
 }
 
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
+const std::string& Tokenizer::bos_token() const { return impl_->bos_token; }
+const std::string& Tokenizer::eos_token() const { return impl_->eos_token; }
 const std::vector<int>& Tokenizer::special_prefix_ids() const { return impl_->prefix_ids; }
 const std::vector<int>& Tokenizer::special_suffix_ids() const { return impl_->suffix_ids; }
 

@@ -76,6 +76,10 @@ class Tokenizer {
   bool is_special(int id) const;
   // The Jinja chat template ("" when the tokenizer has none).
   const std::string& chat_template() const;
+  // The bos / eos token strings tokenizer_config.json (or special_tokens_map.json) names, as chat
+  // templates see them; "" when it names none.
+  const std::string& bos_token() const;
+  const std::string& eos_token() const;
   // Ids encode(..., add_special_tokens = true) puts before / after the text.
   const std::vector<int>& special_prefix_ids() const;
   const std::vector<int>& special_suffix_ids() const;

@@ -28,6 +28,8 @@ struct Tokenizer::Impl {
   std::optional<int> bos_id;
   std::vector<int> eos_ids;
   std::string chat_template;
+  std::string bos_token;  // the config's token strings ("" when not named)
+  std::string eos_token;
   int vocab_size = 0;
 
   // Reads tokenizer.json and the optional files (tokenizer_loader.cc).

@@ -226,8 +226,12 @@ void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& conf
   for (const char* key : {"unk_token", "pad_token", "cls_token", "sep_token", "mask_token"}) {
     if (auto t = named_token(config, token_map, key)) resolve(*t);
   }
-  if (auto t = named_token(config, token_map, "bos_token")) bos_id = resolve(*t);
+  if (auto t = named_token(config, token_map, "bos_token")) {
+    bos_token = *t;
+    bos_id = resolve(*t);
+  }
   if (auto t = named_token(config, token_map, "eos_token")) {
+    eos_token = *t;
     if (auto id = resolve(*t)) eos_ids.push_back(*id);
   }
   for (const Json* j : {&config, &token_map}) {
