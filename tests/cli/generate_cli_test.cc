@@ -149,3 +149,24 @@ TEST(GenerateCli, Errors) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(BenchCli, LatencyAndThroughputRunAndReport) {
+  auto r = test::run_pagoda("bench latency --batch-size 3 --input-len 8 --output-len 6 --num-iters 2 --num-iters-warmup 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, testing::HasSubstr("model dummy:tiny  batch 3  input 8  output 6"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("output tokens/s: [0-9]"));
+  r = test::run_pagoda("bench throughput --num-prompts 12 --input-len 9 --output-len 5 --random-range-ratio 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, testing::HasSubstr("requests 12"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("Throughput: [0-9.]+ requests/s"));
+  r = test::run_pagoda("bench throughput --num-prompts 0");
+  EXPECT_EQ(r.exit_code, 2);
+  r = test::run_pagoda("bench nonsense");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -2,6 +2,7 @@
 // reports latency, tokens/s and, on the GPU, the memory bandwidth a decode step achieves against the
 // device copy bandwidth measured in the same run.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -11,6 +12,7 @@
 #include "pagoda/cli/commands.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/engine/engine.h"
 #include "pagoda/engine/generator.h"
 #include "pagoda/engine/model_setup.h"
 
@@ -102,6 +104,91 @@ int run_bench_latency(const std::vector<std::string>& raw) {
     nlohmann::ordered_json j = {{"model", e.model_name}, {"batch_size", batch}, {"input_len", input_len},
                                 {"output_len", output_len}, {"latency_s", latency}, {"output_tokens_per_s", out_tps},
                                 {"decode_step_ms", tpot * 1e3}, {"achieved_tbs", achieved}, {"copy_tbs", copy}};
+    FILE* f = std::fopen(json_out.c_str(), "w");
+    if (!f) throw_runtime_error("cannot write ", json_out);
+    std::fprintf(f, "%s\n", j.dump().c_str());
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace pagoda
+
+namespace pagoda {
+
+// `pagoda bench throughput`: many requests offline, as fast as the engine takes them (vLLM's
+// benchmark_throughput): fixed or random input/output lengths, random token prompts, EOS ignored.
+int run_bench_throughput(const std::vector<std::string>& raw) {
+  apply_early_log_level(raw);
+  EngineArgs args;
+  int num_prompts = 100, input_len = 128, output_len = 128;
+  double range_ratio = 0.0;
+  std::string json_out;
+  ArgParser parser("pagoda bench throughput",
+                   "Offline throughput: --num-prompts requests of --input-len prompt tokens (random ids) each "
+                   "generating --output-len tokens (EOS ignored), all submitted at once; with --random-range-ratio "
+                   "R > 0 each length is drawn uniformly from [len * (1 - R), len * (1 + R)].");
+  register_engine_options(parser, args, EngineOptionSet::kEngine);
+  parser.add({"--num-prompts", {}, "N", "Number of requests.", "bench",
+              [&](const std::string& v) { num_prompts = parse_int_arg("--num-prompts", v); }, [&] { return std::to_string(num_prompts); }, {}});
+  parser.add({"--input-len", {}, "N", "Prompt length in tokens.", "bench",
+              [&](const std::string& v) { input_len = parse_int_arg("--input-len", v); }, [&] { return std::to_string(input_len); }, {}});
+  parser.add({"--output-len", {}, "N", "Generated tokens per request.", "bench",
+              [&](const std::string& v) { output_len = parse_int_arg("--output-len", v); }, [&] { return std::to_string(output_len); }, {}});
+  parser.add({"--random-range-ratio", {}, "R", "Spread of random lengths (0 = fixed).", "bench",
+              [&](const std::string& v) { range_ratio = parse_float_arg("--random-range-ratio", v); }, {}, {}});
+  parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench",
+              [&](const std::string& v) { json_out = v; }, {}, {}});
+  if (!parse_command_line(parser, raw, false)) return 0;
+  ValidatedArgs v = validate_engine_args(args);
+  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  if (num_prompts < 1 || input_len < 1 || output_len < 1 || range_ratio < 0 || range_ratio >= 1)
+    throw_config_error("--num-prompts, --input-len and --output-len must be >= 1 and --random-range-ratio in [0, 1)");
+  EngineSetup e = setup_engine(args, v);
+  const ModelConfig& cfg = e.runner->config();
+  std::mt19937 rng(uint32_t(args.model.seed));
+  std::uniform_int_distribution<int> tok(0, cfg.vocab_size - 1);
+  auto draw = [&](int len) {
+    if (range_ratio == 0) return len;
+    std::uniform_int_distribution<int> d(std::max(1, int(len * (1 - range_ratio))), std::max(1, int(len * (1 + range_ratio))));
+    return d(rng);
+  };
+  std::vector<GenerateRequest> reqs(static_cast<size_t>(num_prompts));
+  int64_t prompt_tokens = 0, want_out = 0;
+  for (auto& r : reqs) {
+    int in = draw(input_len), out = draw(output_len);
+    for (int i = 0; i < in; ++i) r.prompt_ids.push_back(tok(rng));
+    r.params.sampling.temperature = 0.0f;
+    r.params.max_tokens = out;
+    r.params.ignore_eos = true;
+    r.params.detokenize = false;
+    prompt_tokens += in;
+    want_out += out;
+  }
+  Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
+  size_t done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto results = engine.generate(reqs, [&](size_t, const RequestOutput& o) {
+    if (o.finished && (++done % std::max<size_t>(1, reqs.size() / 20) == 0 || done == reqs.size()))
+      std::fprintf(stderr, "\rrequests %zu/%zu", done, reqs.size());
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "\n");
+  int64_t out_tokens = 0;
+  for (const auto& r : results) out_tokens += int64_t(r.token_ids.size());
+  EngineMetrics m = engine.metrics();
+  std::printf("model %s  requests %d  input %d  output %d  device %s\n", e.model_name.c_str(), num_prompts, input_len,
+              output_len, describe(e.device).c_str());
+  std::printf("Throughput: %.2f requests/s, %.1f total tokens/s, %.1f output tokens/s (%.2f s; %lld prompt + %lld "
+              "output tokens; %lld preemptions)\n",
+              num_prompts / secs, double(prompt_tokens + out_tokens) / secs, double(out_tokens) / secs, secs,
+              (long long)prompt_tokens, (long long)out_tokens, (long long)m.num_preemptions);
+  if (out_tokens != want_out) throw_runtime_error("generated ", out_tokens, " tokens, expected ", want_out);
+  if (!json_out.empty()) {
+    nlohmann::ordered_json j = {{"model", e.model_name}, {"num_prompts", num_prompts}, {"input_len", input_len},
+                                {"output_len", output_len}, {"seconds", secs}, {"requests_per_s", num_prompts / secs},
+                                {"output_tokens_per_s", double(out_tokens) / secs},
+                                {"total_tokens_per_s", double(prompt_tokens + out_tokens) / secs}};
     FILE* f = std::fopen(json_out.c_str(), "w");
     if (!f) throw_runtime_error("cannot write ", json_out);
     std::fprintf(f, "%s\n", j.dump().c_str());
