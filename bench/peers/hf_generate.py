@@ -16,7 +16,7 @@ def main():
                       rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = LlamaForCausalLM._from_config(cfg, torch_dtype=torch.bfloat16)
+        model = LlamaForCausalLM._from_config(cfg, dtype=torch.bfloat16)
     model.eval()
     rows = []
     for b in batches:
