@@ -195,6 +195,12 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     if (p.layout == KvLayout::kNHD) return ((size_t(blk) * p.block_size + off) * p.num_kv_heads + kvh) * kv_row_stride;
     return ((size_t(blk) * p.num_kv_heads + kvh) * p.block_size + off) * kv_row_stride;
   };
+  // Who copies which KV rows: in the key-split body each warp loads (and, for fp8, converts) only its own
+  // 16 keys, so warps run independent pipelines synchronised by __syncwarp; otherwise the CTA loads the tile.
+  const int ld_row0 = kSplit ? koff : 0;
+  const int ld_rows = kSplit ? 16 : BN;
+  const int ld_first = kSplit ? lane : tid;
+  const int ld_step = kSplit ? 32 : kThreads;
   // Issues the asynchronous copies of one KV tile into pipeline stage `stage`.
   auto load_tile = [&](int tile, int stage) {
     if constexpr (S::kFp8) {
@@ -202,8 +208,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       uint8_t* k_dst = staging + size_t(stage) * 2 * BN * D;
       uint8_t* v_dst = k_dst + BN * D;
       const uint8_t* kv = static_cast<const uint8_t*>(p.kv_cache);
-      for (int i = tid; i < BN * FCH; i += kThreads) {
-        int r = i / FCH, c = i % FCH, key = tile * BN + r;
+      for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
+        int r = ld_row0 + i / FCH, c = i % FCH, key = tile * BN + r;
         if (key < ctx && c * 16 < hs) {
           size_t base = slot_ptr(key) + c * 16;
           cp_async_16(k_dst + r * D + c * 16, kv + base);
@@ -217,8 +223,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       uint4* k_dst = sK + stage * BN * CH;
       uint4* v_dst = sV + stage * BN * CH;
       const T* kv = static_cast<const T*>(p.kv_cache);
-      for (int i = tid; i < BN * CH; i += kThreads) {
-        int r = i / CH, c = i % CH, key = tile * BN + r;
+      for (int i = ld_first; i < ld_rows * CH; i += ld_step) {
+        int r = ld_row0 + i / CH, c = i % CH, key = tile * BN + r;
         int pos = swz<CH>(r, c);
         if (key < ctx && c * 8 < hs) {
           size_t base = slot_ptr(key) + c * 8;
@@ -237,8 +243,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       constexpr int FCH = D / 16;
       const uint8_t* k_src = staging + size_t(stage) * 2 * BN * D;
       const uint8_t* v_src = k_src + BN * D;
-      for (int i = tid; i < BN * FCH; i += kThreads) {
-        int r = i / FCH, c = i % FCH;
+      for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
+        int r = ld_row0 + i / FCH, c = i % FCH;
         uint4 kr = *reinterpret_cast<const uint4*>(k_src + r * D + c * 16);
         uint4 vr = *reinterpret_cast<const uint4*>(v_src + r * D + c * 16);
         sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
@@ -267,6 +273,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   for (int j = 0; j < kDT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   const float qk_scale = p.scale * p.k_scale;
 
+  __syncthreads();  // the Q tile, written by every thread, is read by every warp
+
   // Prologue: stages 0 .. kStages-2 in flight. One commit group per stage, empty ones included, so that
   // wait_group<kStages-1> always means "the oldest tile has landed".
 #pragma unroll
@@ -280,10 +288,12 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     if (tile + kStages - 1 < tile_end) load_tile(tile + kStages - 1, (it + kStages - 1) % kStages);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
-    __syncthreads();
+    if constexpr (kSplit) __syncwarp();
+    else __syncthreads();
     if constexpr (S::kFp8) {
       convert_tile(stage);
-      __syncthreads();
+      if constexpr (kSplit) __syncwarp();
+      else __syncthreads();
     }
     const uint4* k_s = sK + (S::kFp8 ? 0 : stage) * BN * CH;
     const uint4* v_s = sV + (S::kFp8 ? 0 : stage) * BN * CH;
@@ -368,7 +378,9 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
         Mma<T>::run(acc[2 * dd + 1], a, b + 2);
       }
     }
-    __syncthreads();  // the stage is overwritten by a later load
+    // The stage is overwritten by a later load (by this warp alone in the key-split body).
+    if constexpr (kSplit) __syncwarp();
+    else __syncthreads();
   }
   cp_async_wait<0>();
 
