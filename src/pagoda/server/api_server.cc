@@ -192,9 +192,10 @@ void ApiServer::Impl::completions(const httplib::Request& req, httplib::Response
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
+      [this, state](size_t, httplib::DataSink& sink) {
         std::vector<StreamItem> items;
         while (state->stream->pop(items, std::chrono::milliseconds(100))) {
+          if (stopping) return false;  // shutting down: do not keep the server waiting on a slow reader
           for (const StreamItem& it : items) {
             std::string events = state->response.stream_events(it.index, it.output);
             if (!events.empty() && !sink.write(events.data(), events.size())) return false;  // the client is gone
