@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "usage: pagoda <command> [options]\n"
     "\n"
     "commands:\n"
+    "  serve [MODEL]       serve a model over an OpenAI-compatible HTTP API\n"
     "  generate            run a model on a prompt and stream the text (default model: the built-in dummy:tiny)\n"
     "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (cmd == "generate") return pagoda::run_generate(rest);
+    if (cmd == "serve") return pagoda::run_serve(rest);
     if (cmd == "bench") {
       std::vector<std::string> sub(rest.empty() ? rest.end() : rest.begin() + 1, rest.end());
       if (!rest.empty() && rest[0] == "latency") return pagoda::run_bench_latency(sub);

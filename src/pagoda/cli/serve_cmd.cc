@@ -1,0 +1,87 @@
+// `pagoda serve [MODEL]`: the OpenAI-compatible HTTP server (src/pagoda/server) over one engine.
+// SIGINT/SIGTERM stop it cleanly: no new requests, in-flight ones aborted, exit status 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "pagoda/cli/command_line.h"
+#include "pagoda/cli/commands.h"
+#include "pagoda/config/attention_config.h"
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/engine/model_setup.h"
+#include "pagoda/server/api_server.h"
+
+namespace pagoda {
+
+int run_serve(const std::vector<std::string>& raw) {
+  apply_early_log_level(raw);
+  EngineArgs args;
+  std::optional<std::string> positional_model;
+  std::optional<std::string> chat_template;
+  ArgParser parser("pagoda serve",
+                   "Serve a model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+                   "/v1/models, /health, /metrics, /tokenize, /detokenize).");
+  parser.add_positional("MODEL", "The model: a local Hugging Face folder, a hub repo id, or dummy:tiny.",
+                        [&](const std::string& v) { positional_model = v; });
+  register_engine_options(parser, args, EngineOptionSet::kServe);
+  parser.add({"--chat-template", {}, "FILE|TEMPLATE", "Chat template (a file, or the Jinja text itself) replacing "
+              "the tokenizer's.", "server", [&](const std::string& v) { chat_template = v; }, {}, {}});
+  if (!parse_command_line(parser, raw, true)) return 0;
+  if (positional_model) args.model.model = *positional_model;
+  else if (!parser.given("--model"))
+    throw_config_error("No model specified! Please specify model either as a positional argument or in a config file.");
+  ValidatedArgs v = validate_engine_args(args);
+  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  if (args.server.port < 0 || args.server.port > 65535)
+    throw_config_error("--port must be between 0 and 65535, got ", args.server.port);
+
+  ServerOptions opts;
+  opts.host = args.server.host;
+  opts.port = args.server.port;
+  opts.api_key = args.server.api_key;
+  opts.model_names = args.server.served_model_name;
+  opts.model_root = args.model.model;
+  if (chat_template) {
+    std::ifstream in(*chat_template, std::ios::binary);
+    if (in) {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      opts.chat_template = ss.str();
+    } else if (chat_template->find_first_of("{}") != std::string::npos) {
+      opts.chat_template = *chat_template;
+    } else {
+      throw_config_error("--chat-template: cannot read the file ", *chat_template);
+    }
+  }
+
+  // Signals are taken by a dedicated thread (sigwait): block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not the end of the process
+
+  EngineSetup e = setup_engine(args, v);
+  opts.attention_backend = e.layer_backends.empty() ? "" : std::string(backend_name_str(e.layer_backends.front()));
+  Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
+  ApiServer server(engine, opts);
+  const int port = server.bind();
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    PAGODA_LOG_INFO("Received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": shutting down");
+    server.stop();
+  });
+  PAGODA_LOG_INFO("Starting pagoda API server on http://", opts.host, ":", port);
+  server.run();
+  signal_thread.join();
+  PAGODA_LOG_INFO("Server stopped");
+  return 0;
+}
+
+}  // namespace pagoda

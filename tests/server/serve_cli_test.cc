@@ -1,0 +1,153 @@
+// `pagoda serve` as a subprocess: the startup line with the chosen port, --api-key, --served-model-name,
+// the positional model's error, and SIGTERM (also during a stream) ending the process with status 0.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+
+#include "server_test_util.h"
+
+namespace pagoda::test {
+namespace {
+
+std::string pagoda_bin() {
+  if (const char* b = std::getenv("PAGODA_BIN")) return b;
+  return std::string(PAGODA_BINARY_DIR) + "/pagoda";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `pagoda serve ARGS` with its output in a log file; the port is read from the startup line.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& args) {
+    static int counter = 0;
+    log_ = "/tmp/pagoda_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log";
+    std::string cmd = "exec '" + pagoda_bin() + "' serve " + args;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const std::regex line("Starting pagoda API server on http://127\\.0\\.0\\.1:([0-9]+)");
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      std::smatch m;
+      std::string text = slurp(log_);
+      if (std::regex_search(text, m, line)) port_ = std::stoi(m[1]);
+      else if (::waitpid(pid_, &status_, WNOHANG) == pid_) { exited_ = true; break; }
+      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~ServeProcess() {
+    if (!exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status_, 0);
+    }
+    std::remove(log_.c_str());
+  }
+  int port() const { return port_; }
+  std::string log() const { return slurp(log_); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  // Sends SIGTERM and waits up to `timeout_s` for the exit; returns the exit status (-1: did not exit).
+  int terminate(int timeout_s) {
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < timeout_s * 20; ++i) {
+      if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int status_ = 0;
+  bool exited_ = false;
+};
+
+TEST(ServeCli, ApiKeyModelNamesAndSigterm) {
+  ServeProcess p("'" + stories_dir() + "/hf' --host 127.0.0.1 --port 0 --api-key sekret --served-model-name a,b");
+  ASSERT_GT(p.port(), 0) << p.log();
+  auto c = p.client();
+  auto r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], 401);
+  r = c.Get("/v1/models", {{"Authorization", "Bearer wrong"}});
+  EXPECT_EQ(r->status, 401);
+  r = c.Post("/v1/completions", R"({"prompt": "", "max_tokens": 4})", "application/json");
+  EXPECT_EQ(r->status, 401);
+  httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  r = c.Get("/v1/models", auth);
+  ASSERT_EQ(r->status, 200);
+  Json models = Json::parse(r->body);
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][0]["id"], "a");
+  EXPECT_EQ(models["data"][1]["id"], "b");
+  r = c.Post("/v1/completions", auth, R"({"model": "b", "prompt": "", "max_tokens": 4, "temperature": 0})", "application/json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["model"], "b");
+  EXPECT_EQ(c.Get("/health")->status, 200);  // outside /v1: no key needed
+  EXPECT_EQ(p.terminate(30), 0) << p.log();
+}
+
+TEST(ServeCli, SigtermDuringAStreamExitsCleanly) {
+  ServeProcess p("'" + stories_dir() + "/hf' --host 127.0.0.1 --port 0");
+  ASSERT_GT(p.port(), 0) << p.log();
+  std::atomic<int> chunks{0};
+  std::atomic<bool> got_first{false};
+  std::thread client([&] {
+    auto c = p.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "", "max_tokens": 500, "ignore_eos": true, "stream": true})";
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++chunks;
+      got_first = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a slow reader keeps the request running
+      return true;
+    };
+    c.send(req);
+  });
+  for (int i = 0; i < 400 && !got_first; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_TRUE(got_first.load());
+  EXPECT_EQ(p.terminate(30), 0) << p.log();
+  client.join();
+  EXPECT_THAT(p.log(), testing::HasSubstr("Received SIGTERM"));
+}
+
+TEST(ServeCli, NoModel) {
+  std::string out = "/tmp/pagoda_serve_nomodel_" + std::to_string(::getpid());
+  int st = std::system(("'" + pagoda_bin() + "' serve --port 0 >" + out + " 2>&1 </dev/null").c_str());
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  EXPECT_THAT(slurp(out), testing::HasSubstr("No model specified! Please specify model either as a positional argument "
+                                             "or in a config file."));
+  std::remove(out.c_str());
+}
+
+}  // namespace
+}  // namespace pagoda::test
