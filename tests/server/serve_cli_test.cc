@@ -151,3 +151,31 @@ TEST(ServeCli, NoModel) {
 
 }  // namespace
 }  // namespace pagoda::test
+
+namespace pagoda::test {
+namespace {
+
+// `pagoda bench serve` against `pagoda serve`: every request completes and the report has the percentiles.
+TEST(ServeCli, BenchServeAgainstTheServer) {
+  ServeProcess p("'" + stories_dir() + "/hf' --host 127.0.0.1 --port 0");
+  ASSERT_GT(p.port(), 0) << p.log();
+  std::string out_file = "/tmp/pagoda_bench_serve_" + std::to_string(::getpid()) + ".txt";
+  std::string cmd = "'" + pagoda_bin() + "' bench serve --port " + std::to_string(p.port()) +
+                    " --num-prompts 24 --random-input-len 12 --random-output-len 16 --request-rate 200 "
+                    "--max-concurrency 8 >" + out_file + " 2>/dev/null";
+  int status = std::system(cmd.c_str());
+  std::string out = slurp(out_file);
+  std::remove(out_file.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("Successful requests:                     24"), std::string::npos) << out;
+  EXPECT_NE(out.find("Total generated tokens:                  384"), std::string::npos) << out;
+  EXPECT_NE(out.find("P99 TTFT (ms):"), std::string::npos) << out;
+  EXPECT_NE(out.find("Mean ITL (ms):"), std::string::npos) << out;
+  EXPECT_EQ(p.terminate(20), 0);
+  // No server: a clear error, exit status 1.
+  status = std::system(("'" + pagoda_bin() + "' bench serve --port 1 --num-prompts 1 >/dev/null 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+}  // namespace
+}  // namespace pagoda::test

@@ -13,5 +13,6 @@ int run_generate(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
 int run_bench_latency(const std::vector<std::string>& args);
 int run_bench_throughput(const std::vector<std::string>& args);
+int run_bench_serve(const std::vector<std::string>& args);
 
 }  // namespace pagoda

@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "  generate            run a model on a prompt and stream the text (default model: the built-in dummy:tiny)\n"
     "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
+    "  bench serve         load a running server: throughput, TTFT / TPOT / ITL percentiles\n"
     "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
     "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
     "\n"
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
       std::vector<std::string> sub(rest.empty() ? rest.end() : rest.begin() + 1, rest.end());
       if (!rest.empty() && rest[0] == "latency") return pagoda::run_bench_latency(sub);
       if (!rest.empty() && rest[0] == "throughput") return pagoda::run_bench_throughput(sub);
-      pagoda::report_error("usage: pagoda bench {latency,throughput} [options] (see pagoda bench latency --help)");
+      if (!rest.empty() && rest[0] == "serve") return pagoda::run_bench_serve(sub);
+      pagoda::report_error("usage: pagoda bench {latency,throughput,serve} [options] (see pagoda bench latency --help)");
       return 2;
     }
     if (cmd == "backends") {
