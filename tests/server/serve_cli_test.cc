@@ -179,3 +179,47 @@ TEST(ServeCli, BenchServeAgainstTheServer) {
 
 }  // namespace
 }  // namespace pagoda::test
+
+namespace pagoda::test {
+namespace {
+
+double metric(const std::string& text, const std::string& name, const std::string& label = "") {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "{", 0) != 0) continue;
+    if (!label.empty() && line.find(label) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+// A client that gives up on a non-streamed completion: the server notices at a heartbeat write, aborts the
+// request and frees its blocks. qwen3-tiny (token ids only) generating 4 x 3000 tokens takes seconds on a CPU.
+TEST(ServeCli, ClientHangingUpOnANonStreamedCompletionAbortsIt) {
+  ServeProcess p("'" + test_data_dir() + "/reference/qwen3-tiny' --host 127.0.0.1 --port 0 --served-model-name tiny");
+  ASSERT_GT(p.port(), 0) << p.log();
+  auto c = p.client();
+  c.set_read_timeout(0, 500000);  // give up after half a second
+  auto r = c.Post("/v1/completions", R"({"prompt": [1, 2, 3], "max_tokens": 3000, "n": 4, "ignore_eos": true})",
+                  "application/json");
+  EXPECT_FALSE(r);  // timed out
+  auto m = p.client();
+  std::string text;
+  for (int i = 0; i < 300; ++i) {
+    auto res = m.Get("/metrics");
+    ASSERT_TRUE(res);
+    text = res->body;
+    if (metric(text, "pagoda_request_success_total", "finished_reason=\"abort\"") >= 4 &&
+        metric(text, "pagoda_num_requests_running") == 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(metric(text, "pagoda_request_success_total", "finished_reason=\"abort\""), 4) << text;
+  EXPECT_EQ(metric(text, "pagoda_request_success_total", "finished_reason=\"length\""), 0) << text;
+  EXPECT_EQ(metric(text, "pagoda_kv_cache_usage_perc"), 0) << text;
+  EXPECT_EQ(p.terminate(20), 0);
+}
+
+}  // namespace
+}  // namespace pagoda::test

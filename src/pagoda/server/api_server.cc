@@ -182,11 +182,28 @@ void ApiServer::Impl::completions(const httplib::Request& req, httplib::Response
     return;
   }
   if (!state->job.stream) {
-    std::vector<StreamItem> items;
-    while (state->stream->pop(items, std::chrono::milliseconds(100)))
-      for (const StreamItem& it : items) state->response.add(it.index, it.output);
-    loop.release(state->stream);
-    res.set_content(state->response.body(), kJson);
+    // One JSON body, sent chunked so that a client that goes away is noticed: while the result is pending,
+    // a space (JSON allows leading whitespace) is written every second; once the peer has closed, a write
+    // fails and release() aborts the requests, freeing their KV blocks.
+    res.set_chunked_content_provider(
+        kJson,
+        [this, state](size_t, httplib::DataSink& sink) {
+          std::vector<StreamItem> items;
+          auto last_beat = std::chrono::steady_clock::now();
+          while (state->stream->pop(items, std::chrono::milliseconds(100))) {
+            if (stopping) return false;
+            for (const StreamItem& it : items) state->response.add(it.index, it.output);
+            if (std::chrono::steady_clock::now() - last_beat >= std::chrono::seconds(1)) {
+              last_beat = std::chrono::steady_clock::now();
+              if (!sink.write(" ", 1)) return false;  // the client is gone
+            }
+          }
+          std::string body = state->response.body();
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        [this, state](bool) { loop.release(state->stream); });
     return;
   }
   res.set_header("Cache-Control", "no-cache");
