@@ -159,8 +159,10 @@ void run_case(DType dt, DType cache_dt, const Case& c, Rng& rng) {
           const double t1 = rope_tolerance(dt, r1, mag), t2 = rope_tolerance(dt, r2, mag);
           if (!(std::fabs(g1 - r1) <= t1) || !(std::fabs(g2 - r2) <= t2))
             fail(label + (which ? " k" : " q") + " token " + std::to_string(t) + " head " + std::to_string(h) +
-                 " i " + std::to_string(i) + ": got " + std::to_string(g1) + "," + std::to_string(g2) + " want " +
-                 std::to_string(r1) + "," + std::to_string(r2));
+                 " i " + std::to_string(i) + " pos " + std::to_string(positions[t]) + ": |err|/tol " +
+                 std::to_string(std::fabs(g1 - r1) / t1) + ", " + std::to_string(std::fabs(g2 - r2) / t2) +
+                 " (got " + std::to_string(g1) + ", " + std::to_string(g2) + "; want " + std::to_string(r1) + ", " +
+                 std::to_string(r2) + ")");
           else
             worst = std::max({worst, std::fabs(g1 - r1) / t1, std::fabs(g2 - r2) / t2});
         }
