@@ -154,9 +154,11 @@ void run_case(DType dt, DType cache_dt, const Case& c, Rng& rng) {
         const size_t base = size_t(t) * stride + size_t(h) * hd;
         for (int i = 0; i < half; ++i) {
           const double a = in.get(base + i), b = in.get(base + half + i), co = cs[i], si = sn[i];
-          const double r1 = a * co - b * si, r2 = b * co + a * si, mag = std::fabs(a * co) + std::fabs(b * si);
+          const double r1 = a * co - b * si, r2 = b * co + a * si;
+          // Each output's own products bound its rounding: |a co| + |b si| for r1, |b co| + |a si| for r2.
+          const double mag1 = std::fabs(a * co) + std::fabs(b * si), mag2 = std::fabs(b * co) + std::fabs(a * si);
           const double g1 = out.get(base + i), g2 = out.get(base + half + i);
-          const double t1 = rope_tolerance(dt, r1, mag), t2 = rope_tolerance(dt, r2, mag);
+          const double t1 = rope_tolerance(dt, r1, mag1), t2 = rope_tolerance(dt, r2, mag2);
           if (!(std::fabs(g1 - r1) <= t1) || !(std::fabs(g2 - r2) <= t2))
             fail(label + (which ? " k" : " q") + " token " + std::to_string(t) + " head " + std::to_string(h) +
                  " i " + std::to_string(i) + " pos " + std::to_string(positions[t]) + ": |err|/tol " +
@@ -210,7 +212,8 @@ void run_case(DType dt, DType cache_dt, const Case& c, Rng& rng) {
             const double a = k_in.get(base + i), b = k_in.get(base + half + i);
             const double co = table.cos[size_t(positions[t]) * half + i], si = table.sin[size_t(positions[t]) * half + i];
             exact = d < half ? a * co - b * si : b * co + a * si;
-            prior_tol = rope_tolerance(dt, exact, std::fabs(a * co) + std::fabs(b * si));
+            prior_tol = rope_tolerance(dt, exact, d < half ? std::fabs(a * co) + std::fabs(b * si)
+                                                           : std::fabs(b * co) + std::fabs(a * si));
           } else {
             exact = val;
           }
