@@ -183,9 +183,16 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
 
   const int bs_shift = p.block_size_log2;
+  // A warp's 16 keys of a tile lie in one block when the block size is a power of two >= 16 (the keys start
+  // at a multiple of 16): then one block-table read serves them all (warp_blk, set per tile by load_tile).
+  const bool one_block_per_warp = kSplit && bs_shift >= 4;
+  int warp_blk = 0;
   auto slot_ptr = [&](int key) -> size_t {  // element offset of the (key, kv head) slot
     int blk, off;
-    if (bs_shift >= 0) {  // power-of-two block size: no integer division
+    if (one_block_per_warp) {
+      blk = warp_blk;
+      off = key & (p.block_size - 1);
+    } else if (bs_shift >= 0) {  // power-of-two block size: no integer division
       blk = btab[key >> bs_shift];
       off = key & (p.block_size - 1);
     } else {
@@ -203,6 +210,10 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   const int ld_step = kSplit ? 32 : kThreads;
   // Issues the asynchronous copies of one KV tile into pipeline stage `stage`.
   auto load_tile = [&](int tile, int stage) {
+    if (one_block_per_warp) {
+      const int first = tile * BN + ld_row0;
+      warp_blk = first < ctx ? btab[first >> bs_shift] : 0;
+    }
     if constexpr (S::kFp8) {
       constexpr int FCH = D / 16;  // 16-byte chunks of an fp8 row
       uint8_t* k_dst = staging + size_t(stage) * 2 * BN * D;
