@@ -16,18 +16,6 @@
 namespace pagoda::test {
 namespace {
 
-std::string pagoda_bin() {
-  if (const char* b = std::getenv("PAGODA_BIN")) return b;
-  return std::string(PAGODA_BINARY_DIR) + "/pagoda";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // `pagoda serve ARGS` with its output in a log file; the port is read from the startup line.
 class ServeProcess {
  public:
@@ -183,17 +171,6 @@ TEST(ServeCli, BenchServeAgainstTheServer) {
 namespace pagoda::test {
 namespace {
 
-double metric(const std::string& text, const std::string& name, const std::string& label = "") {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + "{", 0) != 0) continue;
-    if (!label.empty() && line.find(label) == std::string::npos) continue;
-    return std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
-}
-
 // A client that gives up on a non-streamed completion: the server notices at a heartbeat write, aborts the
 // request and frees its blocks. qwen3-tiny (token ids only) generating 4 x 3000 tokens takes seconds on a CPU.
 TEST(ServeCli, ClientHangingUpOnANonStreamedCompletionAbortsIt) {
@@ -210,14 +187,14 @@ TEST(ServeCli, ClientHangingUpOnANonStreamedCompletionAbortsIt) {
     auto res = m.Get("/metrics");
     ASSERT_TRUE(res);
     text = res->body;
-    if (metric(text, "pagoda_request_success_total", "finished_reason=\"abort\"") >= 4 &&
-        metric(text, "pagoda_num_requests_running") == 0)
+    if (metric_value(text, "pagoda_request_success_total", "finished_reason=\"abort\"") >= 4 &&
+        metric_value(text, "pagoda_num_requests_running") == 0)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(metric(text, "pagoda_request_success_total", "finished_reason=\"abort\""), 4) << text;
-  EXPECT_EQ(metric(text, "pagoda_request_success_total", "finished_reason=\"length\""), 0) << text;
-  EXPECT_EQ(metric(text, "pagoda_kv_cache_usage_perc"), 0) << text;
+  EXPECT_EQ(metric_value(text, "pagoda_request_success_total", "finished_reason=\"abort\""), 4) << text;
+  EXPECT_EQ(metric_value(text, "pagoda_request_success_total", "finished_reason=\"length\""), 0) << text;
+  EXPECT_EQ(metric_value(text, "pagoda_kv_cache_usage_perc"), 0) << text;
   EXPECT_EQ(p.terminate(20), 0);
 }
 

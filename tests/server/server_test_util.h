@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../cli/cli_runner.h"  // pagoda_bin, slurp, test_data_dir
 #include "pagoda/config/attention_config.h"
 #include "pagoda/engine/model_setup.h"
 #include "pagoda/server/api_server.h"
@@ -19,11 +20,6 @@
 namespace pagoda::test {
 
 using Json = nlohmann::ordered_json;
-
-inline std::string test_data_dir() {
-  if (const char* d = std::getenv("PAGODA_TEST_DATA")) return d;
-  return PAGODA_TEST_DATA_DEFAULT;
-}
 
 inline std::string stories_dir() { return test_data_dir() + "/models/stories260K"; }
 

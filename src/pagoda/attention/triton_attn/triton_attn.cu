@@ -83,15 +83,10 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
   constexpr int BN = 64;  // the tile size the work split is expressed in
 
-  const int last_row = min(rows_total, row_start + kBlockM) - 1;
-  const int min_pos = first_pos + row_start / G;
-  const int max_pos = first_pos + max(last_row, row_start) / G;
-  int kv_end = p.causal ? min(ctx, max_pos + 1) : ctx;
-  int kv_begin = (p.sliding_window > 0) ? max(0, min_pos - p.sliding_window + 1) : 0;
-  const int t_first = kv_begin / BN, t_last = (kv_end + BN - 1) / BN;
-  const int per_split = (t_last - t_first + nsplit - 1) / nsplit;
-  const int key_begin = (t_first + split * per_split) * BN;
-  const int key_end = min(kv_end, min(t_last, t_first + split * per_split + per_split) * BN);
+  const triton_attn_detail::TileRange range =
+      triton_attn_detail::cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
+  const int key_begin = range.begin * BN;
+  const int key_end = min(range.kv_end, range.end * BN);
 
   for (int r = warp; r < kBlockM; r += kThreads / 32) {
     int R = row_start + r;
@@ -150,14 +145,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
         args.partial_ml[prow * 2 + 1] = l;
       }
     } else {
-      float o_scale = 1.f;
-      if (p.sinks) {
-        float sink = p.sinks[h] * kLog2e;
-        float mf = fmaxf(m, sink);
-        o_scale = exp2f(m - mf);
-        l = l * o_scale + exp2f(sink - mf);
-      }
-      float inv = l > 0.f ? o_scale * p.v_scale / l : 0.f;
+      const float inv = triton_attn_detail::output_scale(m, l, p.sinks, h, p.v_scale);
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;

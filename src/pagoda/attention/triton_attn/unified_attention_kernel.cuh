@@ -106,6 +106,37 @@ __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
   return out;
 }
 
+// The KV tiles [begin, end) of BN keys that the CTA of (rows row_start.., KV split `split` of `nsplit`) covers:
+// the keys its query rows may attend (causal end, sliding-window start), cut into equal runs of tiles.
+struct TileRange {
+  int begin, end, kv_end;
+};
+__device__ __forceinline__ TileRange cta_tile_range(const PagedAttentionParams& p, int row_start, int rows_total,
+                                                    int first_pos, int ctx, int G, int split, int nsplit, int BN) {
+  const int last_row = min(rows_total, row_start + kBlockM) - 1;
+  const int min_pos = first_pos + row_start / G;
+  const int max_pos = first_pos + max(last_row, row_start) / G;
+  const int kv_end = p.causal ? min(ctx, max_pos + 1) : ctx;
+  const int kv_begin = (p.sliding_window > 0) ? max(0, min_pos - p.sliding_window + 1) : 0;
+  const int t_first = kv_begin / BN, t_last = (kv_end + BN - 1) / BN;
+  const int per_split = (t_last - t_first + nsplit - 1) / nsplit;
+  const int begin = t_first + split * per_split;
+  return {begin, min(t_last, begin + per_split), kv_end};
+}
+
+// The factor that turns a row's unnormalised output (log2-domain max m, sum l) into the final one: the
+// attention-sink logit of head h joins the softmax denominator; v_scale dequantises fp8 V.
+__device__ __forceinline__ float output_scale(float m, float l, const float* sinks, int h, float v_scale) {
+  float o_scale = 1.f;
+  if (sinks) {
+    const float sink = sinks[h] * kLog2e;
+    const float mf = fmaxf(m, sink);
+    o_scale = exp2f(m - mf);
+    l = l * o_scale + exp2f(sink - mf);
+  }
+  return l > 0.f ? o_scale * v_scale / l : 0.f;
+}
+
 template <typename T, typename Kv, int D, int BN, bool kDecodeOnly = false>
 struct Smem {
   static constexpr int kChunks = D / 8;
@@ -171,15 +202,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   }
 
   // ---- the CTA's key range ----
-  const int last_row = min(rows_total, row_start + kBlockM) - 1;
-  const int min_pos = first_pos + row_start / G;
-  const int max_pos = first_pos + max(last_row, row_start) / G;
-  int kv_end = p.causal ? min(ctx, max_pos + 1) : ctx;
-  int kv_begin = (p.sliding_window > 0) ? max(0, min_pos - p.sliding_window + 1) : 0;
-  const int t_first = kv_begin / BN, t_last = (kv_end + BN - 1) / BN;
-  const int per_split = (t_last - t_first + nsplit - 1) / nsplit;
-  const int tile_begin = t_first + split * per_split;
-  const int tile_end = min(t_last, tile_begin + per_split);
+  const TileRange range = cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
+  const int tile_begin = range.begin, tile_end = range.end;
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
 
   const int bs_shift = p.block_size_log2;
@@ -419,14 +443,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
         args.partial_ml[prow * 2 + 1] = li;
       }
     } else {
-      float o_scale = 1.f;
-      if (p.sinks) {
-        float sink = p.sinks[h] * kLog2e;
-        float mf = fmaxf(mi, sink);
-        o_scale = exp2f(mi - mf);
-        li = li * o_scale + exp2f(sink - mf);
-      }
-      float inv = li > 0.f ? o_scale * p.v_scale / li : 0.f;
+      const float inv = output_scale(mi, li, p.sinks, h, p.v_scale);
       T* out = static_cast<T*>(p.out) + row * hs;
       for (int d = d_begin; d < hs; d += d_step)
         *reinterpret_cast<uint32_t*>(out + d) = Mma<T>::pack(o(d) * inv, o(d + 1) * inv);
