@@ -51,8 +51,7 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench",
               [&](const std::string& v) { json_out = v; }, {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
-  ValidatedArgs v = validate_engine_args(args);
-  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  ValidatedArgs v = validate_engine_command(args);
   if (input_len < 1 || output_len < 1 || batch < 1 || iters < 1 || warmup < 0)
     throw_config_error("--input-len, --output-len, --batch-size and --num-iters must be >= 1");
   if (!args.scheduler.max_num_batched_tokens) args.scheduler.max_num_batched_tokens = std::max(8192, input_len * batch);
@@ -104,10 +103,7 @@ int run_bench_latency(const std::vector<std::string>& raw) {
     nlohmann::ordered_json j = {{"model", e.model_name}, {"batch_size", batch}, {"input_len", input_len},
                                 {"output_len", output_len}, {"latency_s", latency}, {"output_tokens_per_s", out_tps},
                                 {"decode_step_ms", tpot * 1e3}, {"achieved_tbs", achieved}, {"copy_tbs", copy}};
-    FILE* f = std::fopen(json_out.c_str(), "w");
-    if (!f) throw_runtime_error("cannot write ", json_out);
-    std::fprintf(f, "%s\n", j.dump().c_str());
-    std::fclose(f);
+    write_text_file(json_out, j.dump());
   }
   return 0;
 }
@@ -140,8 +136,7 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench",
               [&](const std::string& v) { json_out = v; }, {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
-  ValidatedArgs v = validate_engine_args(args);
-  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  ValidatedArgs v = validate_engine_command(args);
   if (num_prompts < 1 || input_len < 1 || output_len < 1 || range_ratio < 0 || range_ratio >= 1)
     throw_config_error("--num-prompts, --input-len and --output-len must be >= 1 and --random-range-ratio in [0, 1)");
   EngineSetup e = setup_engine(args, v);
@@ -189,10 +184,7 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
                                 {"output_len", output_len}, {"seconds", secs}, {"requests_per_s", num_prompts / secs},
                                 {"output_tokens_per_s", double(out_tokens) / secs},
                                 {"total_tokens_per_s", double(prompt_tokens + out_tokens) / secs}};
-    FILE* f = std::fopen(json_out.c_str(), "w");
-    if (!f) throw_runtime_error("cannot write ", json_out);
-    std::fprintf(f, "%s\n", j.dump().c_str());
-    std::fclose(f);
+    write_text_file(json_out, j.dump());
   }
   return 0;
 }

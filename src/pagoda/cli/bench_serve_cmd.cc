@@ -213,10 +213,7 @@ int run_bench_serve(const std::vector<std::string>& raw) {
               {"request_throughput", ok / duration}, {"output_throughput", double(out_tokens) / duration},
               {"mean_ttft_ms", mean(ttft)}, {"p99_ttft_ms", percentile(ttft, 99)}, {"mean_tpot_ms", mean(tpot)},
               {"mean_itl_ms", mean(itl)}, {"p99_itl_ms", percentile(itl, 99)}};
-    FILE* f = std::fopen(json_out.c_str(), "w");
-    if (!f) throw_runtime_error("cannot write ", json_out);
-    std::fprintf(f, "%s\n", j.dump().c_str());
-    std::fclose(f);
+    write_text_file(json_out, j.dump());
   }
   if (ok < num_prompts) {
     report_error(str_cat(num_prompts - ok, " requests failed; the first: ", first_error));

@@ -5,6 +5,7 @@
 
 #include "pagoda/config/arg_preprocess.h"
 #include "pagoda/config/config_files.h"
+#include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 
 namespace pagoda {
@@ -32,6 +33,19 @@ bool parse_command_line(ArgParser& parser, const std::vector<std::string>& raw, 
   auto expanded = expand_config_files(raw, has_positional, [&](std::string_view n) { return parser.has_no_form(n); });
   auto pre = preprocess_args(expanded, [&](std::string_view n) { return parser.takes_value(n); });
   return parser.parse(pre.args);
+}
+
+ValidatedArgs validate_engine_command(const EngineArgs& args) {
+  ValidatedArgs v = validate_engine_args(args);
+  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  return v;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw_runtime_error("cannot write ", path);
+  std::fprintf(f, "%s\n", text.c_str());
+  std::fclose(f);
 }
 
 void report_error(const std::string& message) { PAGODA_LOG_ERROR(message); }

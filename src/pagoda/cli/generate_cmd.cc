@@ -87,8 +87,7 @@ int run_generate(const std::vector<std::string>& raw) {
   parser.add({"--output-json", {}, "", "Print one JSON object instead of streaming the text.", "output",
               [&](const std::string&) { g.output_json = true; }, {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
-  ValidatedArgs v = validate_engine_args(args);
-  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  ValidatedArgs v = validate_engine_command(args);
   int sources = int(g.prompt.has_value()) + int(g.prompt_file.has_value()) + int(g.prompt_token_ids.has_value());
   if (sources > 1) throw_config_error("give only one of --prompt, --prompt-file and --prompt-token-ids");
   if (g.max_tokens < 0) throw_config_error("--max-tokens must be >= 0, got ", g.max_tokens);

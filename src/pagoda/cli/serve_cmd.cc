@@ -34,8 +34,7 @@ int run_serve(const std::vector<std::string>& raw) {
   if (positional_model) args.model.model = *positional_model;
   else if (!parser.given("--model"))
     throw_config_error("No model specified! Please specify model either as a positional argument or in a config file.");
-  ValidatedArgs v = validate_engine_args(args);
-  if (!args.device.log_level.empty()) set_log_level(*log_level_from_name(args.device.log_level));
+  ValidatedArgs v = validate_engine_command(args);
   if (args.server.port < 0 || args.server.port > 65535)
     throw_config_error("--port must be between 0 and 65535, got ", args.server.port);
 
