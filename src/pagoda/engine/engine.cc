@@ -259,9 +259,7 @@ std::vector<RequestOutput> Engine::step() {
     bool all_greedy = !b.logits_indices.empty();
     for (const ScheduledChunk& c : so.chunks) {
       if (!c.samples) continue;
-      const SamplingParams& sp = live_.at(c.id)->sampler.params();
-      all_greedy = all_greedy && sp.temperature == 0.0f && sp.repetition_penalty == 1.0f && sp.presence_penalty == 0.0f &&
-                   sp.frequency_penalty == 0.0f && sp.num_logprobs == 0;
+      all_greedy = all_greedy && live_.at(c.id)->sampler.params().plain_greedy();
     }
     const Clock::time_point t0 = Clock::now();
     std::optional<std::vector<int32_t>> greedy;

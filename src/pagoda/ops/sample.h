@@ -19,6 +19,13 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]; l -= frequency * count in the output
   uint64_t seed = 0;
   int num_logprobs = 0;  // how many top logprobs to return (of the raw logits, before any penalty)
+
+  // Greedy with no penalty and no logprobs: the token is argmax(logits) alone (a runner may compute it where
+  // the logits are).
+  bool plain_greedy() const {
+    return temperature == 0.0f && repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
+           num_logprobs == 0;
+  }
 };
 
 struct TokenLogprob {
