@@ -1,0 +1,18 @@
+// PRIVATE to flash_attn/: the FA3 prefill kernel's launch (fa3_prefill.cu, kernels compiled for sm_90a).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+
+namespace pagoda::flash_attn_detail {
+
+constexpr int kFa3BlockM = 128;  // query rows (tokens of one query head) per CTA
+
+// True when the binary holds the sm_90a image of the FA3 kernel.
+bool fa3_kernel_built();
+
+// One CTA per (work item, query head); work[i] = {seq, m_block, q_start, q_len}.
+void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream);
+
+}  // namespace pagoda::flash_attn_detail

@@ -1,0 +1,117 @@
+#include "pagoda/attention/flash_attn/flash_attn.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "pagoda/attention/flash_attn/fa3_prefill.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda {
+
+using flash_attn_detail::kFa3BlockM;
+
+#define PAGODA_CUDA_OK(x)                                                         \
+  do {                                                                            \
+    cudaError_t e_ = (x);                                                         \
+    PAGODA_CHECK(e_ == cudaSuccess, #x, ": ", cudaGetErrorString(e_));            \
+  } while (0)
+
+FlashAttnWorkspace::~FlashAttnWorkspace() {
+  cudaFree(fa3_work);
+  cudaFreeHost(fa3_host);
+}
+
+void FlashAttnWorkspace::reserve(int max_tokens, int max_seqs, int num_q_heads, int head_size, int max_splits) {
+  fa2.reserve(max_tokens, max_seqs, num_q_heads, head_size, max_splits);
+  cudaFree(fa3_work);
+  cudaFreeHost(fa3_host);
+  fa3_work = nullptr;
+  fa3_host = nullptr;
+  fa3_capacity = max_tokens / kFa3BlockM + max_seqs + 1;
+  PAGODA_CUDA_OK(cudaMalloc(&fa3_work, sizeof(int4) * size_t(fa3_capacity)));
+  PAGODA_CUDA_OK(cudaMallocHost(&fa3_host, sizeof(int4) * size_t(fa3_capacity)));
+}
+
+bool flash_attn_fa3_supported() {
+  static const bool supported = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0 && flash_attn_detail::fa3_kernel_built();
+  }();
+  return supported;
+}
+
+bool flash_attn_fa3_serves(int head_size, DType dtype, DType kv_dtype, bool alibi) {
+  return (head_size == 64 || head_size == 128 || head_size == 256) && (dtype == DType::kBF16 || dtype == DType::kF16) &&
+         kv_dtype == dtype && !alibi;
+}
+
+void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size,
+                          DType dtype, DType kv_dtype, bool alibi, const FlashAttnOptions& options,
+                          FlashAttnWorkspace& ws, cudaStream_t stream) {
+  PAGODA_CHECK(options.version == 2 || options.version == 3, "FlashAttention version ", options.version,
+               " is not built in this binary");
+  PAGODA_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "FLASH_ATTN runs float16 and bfloat16, not ",
+               dtype_name(dtype));
+  PAGODA_CHECK(head_size % 8 == 0 && head_size <= 256, "FLASH_ATTN head size ", head_size,
+               " is not a multiple of 8 up to 256");
+  PagedAttentionOptions fa2;
+  fa2.num_sms = options.num_sms;
+  fa2.max_splits = options.max_splits;
+  fa2.force_splits = options.force_splits;
+  ws.fa3_items = 0;
+  ws.fa3_only = false;
+  const bool fa3 = options.version == 3 && flash_attn_fa3_supported() &&
+                   flash_attn_fa3_serves(head_size, dtype, kv_dtype, alibi);
+  if (fa3) {
+    // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens, the most KV work first so the
+    // long causal tiles do not trail; decode tokens -> the FA2 decode plan.
+    const size_t n = batch.query_lens.size();
+    std::vector<int> q_start(n + 1, 0);
+    for (size_t s = 0; s < n; ++s) q_start[s + 1] = q_start[s] + batch.query_lens[s];
+    std::vector<int4> items;
+    std::vector<long> cost;
+    bool any_decode = false;
+    for (size_t s = 0; s < n; ++s) {
+      const int ql = batch.query_lens[s];
+      if (ql <= 1) {
+        any_decode = any_decode || ql == 1;
+        continue;
+      }
+      for (int m = 0; m * kFa3BlockM < ql; ++m) {
+        items.push_back(make_int4(int(s), m, q_start[s], ql));
+        cost.push_back(long(batch.seq_lens[s]) - ql + std::min(ql, (m + 1) * kFa3BlockM));
+      }
+    }
+    PAGODA_CHECK(int(items.size()) <= ws.fa3_capacity, "FLASH_ATTN work list overflow: reserve() a larger workspace");
+    std::vector<size_t> order(items.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+    int4* host = reinterpret_cast<int4*>(ws.fa3_host);
+    for (size_t i = 0; i < order.size(); ++i) host[i] = items[order[i]];
+    ws.fa3_items = int(items.size());
+    if (ws.fa3_items > 0)
+      PAGODA_CUDA_OK(cudaMemcpyAsync(ws.fa3_work, ws.fa3_host, sizeof(int4) * size_t(ws.fa3_items),
+                                     cudaMemcpyHostToDevice, stream));
+    if (ws.fa3_items > 0) {
+      ws.fa3_only = !any_decode;
+      fa2.only_decode = 1;
+    }
+  }
+  if (ws.fa3_only) {
+    ws.fa2.num_work_items = 0;
+    return;
+  }
+  plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, fa2, ws.fa2, stream);
+}
+
+void run_flash_attention(const PagedAttentionParams& p, const FlashAttnWorkspace& ws, cudaStream_t stream) {
+  if (ws.fa3_items > 0)
+    flash_attn_detail::launch_fa3_prefill(p, reinterpret_cast<const int4*>(ws.fa3_work), ws.fa3_items, stream);
+  if (ws.fa2.num_work_items > 0) run_paged_attention(p, ws.fa2, stream);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,65 @@
+// FLASH_ATTN: pagoda's FlashAttention kernels over the paged KV cache (NHD; HND when forced).
+//
+// Two versions, resolved by the selector (spec §6.1) and passed in FlashAttnOptions::version:
+//   FA2 (SM 8.0+): the FlashAttention-2 algorithm on mma.sync/ldmatrix/cp.async tiles: varlen causal
+//       prefill and decode with split-KV + log-sum-exp merge, GQA packing, sliding window, soft-cap,
+//       ALiBi, sinks, head sizes up to 256 (instantiated 32/64/128/256, others run the next one up
+//       with masked loads), bf16/fp16 with KV in the model dtype or fp8. These are the tensor-core kernels
+//       that TRITON_ATTN also runs (triton_attn/), planned the same way.
+//   FA3 (SM 9.0, kernels compiled for sm_90a): prefill chunks (query length > 1) run a
+//       FlashAttention-3-class kernel: TMA bulk tensor loads of Q and of the paged K/V tiles completing on
+//       mbarriers, a producer warp and two consumer warpgroups (warp specialization), wgmma for
+//       S = Q K^T and O += P V with the softmax in registers. Head sizes 64, 128 and 256, bf16/fp16,
+//       KV in the model dtype. Everything else in an FA3 step (decode tokens, other head sizes, fp8 KV,
+//       ALiBi) runs the FA2 kernels in the same step.
+//
+// Host side as TRITON_ATTN: plan once per step (may upload a work list), run() only launches, so a
+// decode step can be captured in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+
+namespace pagoda {
+
+struct FlashAttnOptions {
+  int version = 2;   // the resolved FlashAttention version: 2 or 3
+  int num_sms = 132;
+  int max_splits = 32;        // KV splits of the FA2 decode kernel (fixed under CUDA-graph capture)
+  bool force_splits = false;  // exactly max_splits (graph capture)
+};
+
+class FlashAttnWorkspace {
+ public:
+  FlashAttnWorkspace() = default;
+  ~FlashAttnWorkspace();
+  FlashAttnWorkspace(const FlashAttnWorkspace&) = delete;
+  FlashAttnWorkspace& operator=(const FlashAttnWorkspace&) = delete;
+
+  // Sizes the scratch for up to max_tokens tokens and max_seqs sequences of a layer shape.
+  void reserve(int max_tokens, int max_seqs, int num_q_heads, int head_size, int max_splits);
+
+  PagedAttentionWorkspace fa2;  // every sequence, or only the decode sequences when fa3_items > 0
+  int fa3_items = 0;            // query tiles of the FA3 prefill kernel this step (0: FA3 kernel not launched)
+  int* fa3_work = nullptr;      // device: per tile {seq, m_block, q_start, q_len}
+  int* fa3_host = nullptr;      // pinned staging
+  int fa3_capacity = 0;
+  bool fa3_only = false;        // every sequence of the step runs the FA3 kernel (the FA2 plan is empty)
+};
+
+// True when this binary has the FA3 kernels and the current device is SM 9.0.
+bool flash_attn_fa3_supported();
+
+// True when the FA3 kernel serves a layer of this shape (head size, dtypes, no ALiBi).
+bool flash_attn_fa3_serves(int head_size, DType dtype, DType kv_dtype, bool alibi);
+
+// Builds this step's work lists (FA3 prefill tiles, FA2 tiles/splits) and uploads them async on `stream`.
+void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size,
+                          DType dtype, DType kv_dtype, bool alibi, const FlashAttnOptions& options,
+                          FlashAttnWorkspace& ws, cudaStream_t stream);
+
+// Launches the kernels of the plan. No allocation, no synchronisation.
+void run_flash_attention(const PagedAttentionParams& p, const FlashAttnWorkspace& ws, cudaStream_t stream);
+
+}  // namespace pagoda
