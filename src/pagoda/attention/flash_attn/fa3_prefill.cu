@@ -1,14 +1,122 @@
-// Placeholder while the FA3 kernel is written: FA3 is reported unavailable and every step runs FA2.
+// FA3 prefill kernel launch: TMA tensor maps for Q and the paged KV cache, one instantiation per
+// (element type, head dim 64/128/256). The kernel body exists only in the sm_90a image.
 #include "pagoda/attention/flash_attn/fa3_prefill.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+
+#include "pagoda/attention/flash_attn/fa3_prefill_kernel.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda::flash_attn_detail {
+namespace {
 
-bool fa3_kernel_built() { return false; }
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    PAGODA_CHECK(e == cudaSuccess && q == cudaDriverEntryPointSuccess && p != nullptr,
+                 "cuTensorMapEncodeTiled is not available from the CUDA driver");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
 
-void launch_fa3_prefill(const PagedAttentionParams&, const int4*, int, cudaStream_t) {
-  PAGODA_CHECK(false, "the FA3 prefill kernel is not built in this binary");
+// A 3-D tensor map over 16-bit elements: dims {d0, d1, d2} (d0 contiguous), byte strides of d1 and d2,
+// boxes of {64, b1, b2} elements landing in shared memory with the 128-byte swizzle.
+CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t stride1, uint64_t stride2,
+                     uint32_t b1, uint32_t b2) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {d0, d1, d2};
+  const cuuint64_t strides[2] = {stride1, stride2};
+  const cuuint32_t box[3] = {64, b1, b2};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), dims, strides, box, elem,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  PAGODA_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (", int(r), ")");
+  return m;
+}
+
+template <typename T, int D>
+void launch(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
+  using Tr = Fa3Traits<D>;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaError_t e = cudaFuncSetAttribute(fa3_prefill_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Tr::kSmemBytes);
+    PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
+  });
+  const uint64_t q_stride = uint64_t(p.q_token_stride > 0 ? p.q_token_stride : int64_t(p.num_q_heads) * D) * 2;
+  CUtensorMap tq = make_map(p.q, D, uint64_t(p.num_q_heads), uint64_t(p.num_tokens), uint64_t(D) * 2, q_stride, 1,
+                            Tr::kBlockM);
+  // Rows of the cache: the extent is the allocation's when known, else the addressable maximum (block ids
+  // come from the block table, which the engine keeps in range).
+  const uint64_t blocks = p.num_blocks > 0 ? uint64_t(p.num_blocks) : (uint64_t(1) << 31) / uint64_t(p.block_size);
+  const uint64_t row_bytes = uint64_t(2) * D * 2;
+  // One TMA load per 16-token page, or per whole tile when every cache block holds whole tiles.
+  const uint32_t rows = p.block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
+  CUtensorMap tkv = p.layout == KvLayout::kNHD
+                        ? make_map(p.kv_cache, 2 * D, uint64_t(p.num_kv_heads), blocks * p.block_size, row_bytes,
+                                   row_bytes * p.num_kv_heads, 1, rows)
+                        : make_map(p.kv_cache, 2 * D, uint64_t(p.block_size), blocks * p.num_kv_heads, row_bytes,
+                                   row_bytes * p.block_size, rows, 1);
+  Fa3Args a;
+  a.work = work;
+  a.out = p.out;
+  a.seq_lens = p.seq_lens;
+  a.block_tables = p.block_tables;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.block_size = p.block_size;
+  a.rows_per_load = int(rows);
+  a.num_q_heads = p.num_q_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.head_size = p.head_size;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.softcap = p.softcap;
+  a.sliding_window = p.sliding_window;
+  a.sinks = p.sinks;
+  a.causal = p.causal;
+  a.hnd = p.layout == KvLayout::kHND;
+  dim3 grid(unsigned(num_items), unsigned(p.num_q_heads));
+  fa3_prefill_kernel<T, D><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(tq, tkv, a);
+  cudaError_t e = cudaGetLastError();
+  PAGODA_CHECK(e == cudaSuccess, "FA3 prefill launch: ", cudaGetErrorString(e));
+}
+
+template <typename T>
+void launch_typed(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
+  switch (p.head_size) {
+    case 64: launch<T, 64>(p, work, num_items, stream); return;
+    case 128: launch<T, 128>(p, work, num_items, stream); return;
+    case 256: launch<T, 256>(p, work, num_items, stream); return;
+    default: PAGODA_CHECK(false, "the FA3 prefill kernel has no head size ", p.head_size);
+  }
+}
+
+}  // namespace
+
+bool fa3_kernel_built() {
+  static const bool built = [] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, fa3_prefill_kernel<__nv_bfloat16, 128>) == cudaSuccess &&
+           attr.binaryVersion == 90;
+  }();
+  return built;
+}
+
+void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
+  PAGODA_CHECK(p.kv_dtype == p.dtype, "the FA3 prefill kernel reads a KV cache in the model dtype");
+  PAGODA_CHECK(p.block_size % 16 == 0, "the FA3 prefill kernel needs a block size that is a multiple of 16, got ",
+               p.block_size);
+  PAGODA_CHECK(p.alibi_slopes == nullptr, "the FA3 prefill kernel has no ALiBi (FA2 serves it)");
+  if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, work, num_items, stream);
+  else if (p.dtype == DType::kF16) launch_typed<__half>(p, work, num_items, stream);
+  else PAGODA_CHECK(false, "the FA3 prefill kernel runs bf16 and fp16, not ", dtype_name(p.dtype));
 }
 
 }  // namespace pagoda::flash_attn_detail

@@ -41,6 +41,7 @@ struct PagedAttentionParams {
   int block_size = 16;
   int block_size_log2 = -1;  // log2(block_size) when a power of two (set by run_paged_attention)
   int max_blocks_per_seq = 0;
+  int num_blocks = 0;  // blocks in the cache allocation (0: unknown; bounds the FA3 kernel's tensor map)
   const int* query_start_loc = nullptr;
   const int* seq_lens = nullptr;
   const int* block_tables = nullptr;

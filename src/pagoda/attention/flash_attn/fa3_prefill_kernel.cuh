@@ -1,0 +1,476 @@
+// PRIVATE to flash_attn/: the FA3 prefill kernel (FlashAttention-3 algorithm on Hopper, sm_90a).
+//
+// CTA = 2 consumer warpgroups (warps 0-7, 64 query rows each, 240 registers) + 1 producer warpgroup (24
+// registers; only its warp 8 works), 384 threads.
+// The producer's lane 0 issues TMA bulk tensor loads: the 128 x D query tile once, then for every KV tile
+// of kBlockN keys one 16-token page at a time (box 64 elements x 1 head x 16 tokens, so the block table
+// can scatter pages anywhere in the cache), each tile completing on its stage's mbarrier (k_full/v_full).
+// Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
+// online softmax in registers (fp32, exp2), and O += P V with P from registers and V in shared memory
+// (MN-major). Intra-warpgroup overlap: S of the next tile is issued before P V of the current one, so the
+// softmax of the next tile runs while P V is on the tensor cores. Consumers release a K stage (k_empty)
+// as soon as its S is computed and a V stage (v_empty) once its P V has completed, so the producer
+// refills K about two tiles ahead of its use.
+//
+// Shared-memory tiles are stored as [D/64 chunks][rows][64 elements], 128 bytes per row, swizzled by TMA
+// (16-byte chunk c of row r at c ^ (r % 8)) -- the canonical SW128 layout the wgmma descriptors describe.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+
+namespace pagoda::flash_attn_detail {
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PAGODA_FA3_DEVICE 1
+#include "pagoda/attention/flash_attn/wgmma_ops.inc"
+#endif
+
+struct Fa3Args {
+  const int4* work;  // {seq, m_block, q_start, q_len}
+  void* out;         // [num_tokens, num_q_heads, head_size]
+  const int* seq_lens;
+  const int* block_tables;
+  int max_blocks_per_seq;
+  int block_size;
+  int rows_per_load;  // KV rows per TMA load: 16 (pages of 16 tokens) or kBlockN (blocks hold whole tiles)
+  int num_q_heads;
+  int num_kv_heads;
+  int head_size;
+  float scale_log2;  // softmax scale * log2(e)
+  float scale;       // softmax scale (soft-cap)
+  float softcap;     // 0: none
+  int sliding_window;
+  const float* sinks;  // [num_q_heads] or null
+  bool causal;
+  bool hnd;
+};
+
+template <int D>
+struct Fa3Traits {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = D <= 128 ? 128 : 64;
+  static constexpr int kStages = D <= 64 ? 4 : 2;
+  static constexpr int kChunks = D / 64;
+  static constexpr int kQChunkBytes = kBlockM * 128;
+  static constexpr int kKvChunkBytes = kBlockN * 128;
+  static constexpr int kQBytes = kQChunkBytes * kChunks;
+  static constexpr int kKvBytes = kKvChunkBytes * kChunks;  // one K (or V) tile
+  static constexpr int kOffK = kQBytes;
+  static constexpr int kOffV = kOffK + kStages * kKvBytes;
+  static constexpr int kOffBar = kOffV + kStages * kKvBytes;
+  static constexpr int kSmemBytes = kOffBar + 8 * (1 + 4 * kStages) + 1024;  // + 1024: alignment slack
+  static constexpr int kThreads = 384;  // warpgroups 0-1 consume, warpgroup 2 produces (its warp 8)
+};
+
+#ifdef PAGODA_FA3_DEVICE
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int phase) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(phase)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void pin(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]));
+}
+template <int N>
+__device__ __forceinline__ void pin(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]));
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle. K-major: SBO = 1024 (8 rows of 128 B), LBO unused.
+// MN-major: LBO = bytes between 64-element chunks of the MN dimension, SBO = 1024 (8 K rows).
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  uint64_t d = 0;
+  d |= uint64_t((addr & 0x3FFFF) >> 4);
+  d |= uint64_t((lbo >> 4) & 0x3FFF) << 16;
+  d |= uint64_t((sbo >> 4) & 0x3FFF) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+#endif  // PAGODA_FA3_DEVICE
+
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    fa3_prefill_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tkv, Fa3Args a) {
+#ifdef PAGODA_FA3_DEVICE
+  using Tr = Fa3Traits<D>;
+  constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, S = Tr::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  uint8_t* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Tr::kOffBar);
+  uint64_t* q_full = bars;
+  uint64_t* k_full = bars + 1;
+  uint64_t* v_full = bars + 1 + S;
+  uint64_t* k_empty = bars + 1 + 2 * S;
+  uint64_t* v_empty = bars + 1 + 3 * S;
+
+  const int4 item = a.work[blockIdx.x];
+  const int seq = item.x, m_block = item.y, q_start = item.z, q_len = item.w;
+  const int h = blockIdx.y;
+  const int kvh = h / (a.num_q_heads / a.num_kv_heads);
+  const int ctx = a.seq_lens[seq];
+  const int first_pos = ctx - q_len;
+  const int row0 = m_block * BM;                       // first query token (within the sequence) of the tile
+  const int last_row = min(q_len, row0 + BM) - 1;      // last valid one
+  const int kv_end = a.causal ? min(ctx, first_pos + last_row + 1) : ctx;
+  const int kv_begin = a.sliding_window > 0 ? max(0, first_pos + row0 - a.sliding_window + 1) : 0;
+  const int n_first = kv_begin / BN;
+  const int n_last = (kv_end - 1) / BN;
+  const int n_tiles = n_last - n_first + 1;  // tiles run from n_last down to n_first
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&k_full[s], 1);
+      mbar_init(&v_full[s], 1);
+      mbar_init(&k_empty[s], 8);
+      mbar_init(&v_empty[s], 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp >= 8) {
+    // ---------------- producer warpgroup: warp 8 loads, 9-11 leave ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (warp > 8) return;
+    const int* bt = a.block_tables + size_t(seq) * a.max_blocks_per_seq;
+    if (lane == 0) {
+      mbar_expect_tx(q_full, Tr::kQBytes);
+#pragma unroll
+      for (int c = 0; c < Tr::kChunks; ++c)
+        tma_load_3d(smem + c * Tr::kQChunkBytes, &tq, q_full, c * 64, h, q_start + row0);
+    }
+    constexpr int kPages = BN / 16;
+    for (int it = 0; it < n_tiles; ++it) {
+      const int n = n_last - it;
+      const int stage = it % S;
+      // Page coordinates: lane p < kPages looks up page p of the tile (keys past the context load
+      // out-of-bounds rows, which TMA fills with zeros).
+      const int R = a.rows_per_load;  // 16, or BN when every block holds whole tiles
+      const int pages = BN / R;
+      int row = -R, blk = 0;
+      const int key = n * BN + lane * R;
+      if (lane < pages && key < ctx) {
+        const int b = key / a.block_size;
+        blk = __ldg(bt + b);
+        row = blk * a.block_size + (key - b * a.block_size);
+      }
+      // One page's TMA coordinates (all lanes shuffle, lane 0 issues).
+      auto page = [&](int p, int& c1, int& c2) {
+        const int r = __shfl_sync(0xffffffffu, row, p);
+        const int b = __shfl_sync(0xffffffffu, blk, p);
+        if (a.hnd) {  // [num_blocks * kv_heads, block_size, 2D]
+          c1 = r >= 0 ? r - b * a.block_size : -R;
+          c2 = r >= 0 ? b * a.num_kv_heads + kvh : 0;
+        } else {      // [num_blocks * block_size, kv_heads, 2D]
+          c1 = kvh;
+          c2 = r;
+        }
+      };
+      uint8_t* k_dst = smem + Tr::kOffK + stage * Tr::kKvBytes;
+      uint8_t* v_dst = smem + Tr::kOffV + stage * Tr::kKvBytes;
+      if (it >= S) mbar_wait(&k_empty[stage], ((it / S) + 1) & 1);
+      if (lane == 0) mbar_expect_tx(&k_full[stage], Tr::kKvBytes);
+#pragma unroll
+      for (int p = 0; p < kPages; ++p) {
+        if (p >= pages) break;
+        int c1, c2;
+        page(p, c1, c2);
+        if (lane == 0)
+#pragma unroll
+          for (int c = 0; c < Tr::kChunks; ++c)
+            tma_load_3d(k_dst + c * Tr::kKvChunkBytes + p * R * 128, &tkv, &k_full[stage], c * 64, c1, c2);
+      }
+      if (it >= S) mbar_wait(&v_empty[stage], ((it / S) + 1) & 1);
+      if (lane == 0) mbar_expect_tx(&v_full[stage], Tr::kKvBytes);
+#pragma unroll
+      for (int p = 0; p < kPages; ++p) {
+        if (p >= pages) break;
+        int c1, c2;
+        page(p, c1, c2);
+        if (lane == 0)
+#pragma unroll
+          for (int c = 0; c < Tr::kChunks; ++c)
+            tma_load_3d(v_dst + c * Tr::kKvChunkBytes + p * R * 128, &tkv, &v_full[stage], D + c * 64, c1, c2);
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumer warpgroups ----------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  const int wg = warp / 4;                   // 0 or 1: rows wg*64 .. +63 of the tile
+  const int wrow = (warp % 4) * 16 + lane / 4;  // this thread's first row within the warpgroup's 64
+  const int t0 = row0 + wg * 64 + wrow;         // query token (within the sequence) of the thread's rows t0, t0+8
+  const int pos0 = first_pos + t0, pos1 = pos0 + 8;
+  constexpr int NS = BN / 2;  // S accumulators per thread (64 x BN over 128 threads)
+  constexpr int NO = D / 2;   // O accumulators per thread
+  float o[NO];
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] = 0.f;
+  float s[NS];
+  uint32_t pfrag[BN / 16][4];
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
+
+  const uint32_t q_base = smem_addr(smem) + wg * 64 * 128;
+  const uint32_t k_base = smem_addr(smem + Tr::kOffK);
+  const uint32_t v_base = smem_addr(smem + Tr::kOffV);
+
+  auto issue_s = [&](int stage) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk % 4) * 32;  // 16 elements along K within the 128-byte swizzle row
+      const uint64_t da = desc_sw128(q_base + (kk / 4) * Tr::kQChunkBytes + off, 16, 1024);
+      const uint64_t db = desc_sw128(k_base + stage * Tr::kKvBytes + (kk / 4) * Tr::kKvChunkBytes + off, 16, 1024);
+      Wgmma<T, BN>::ss(s, da, db, kk > 0 ? 1 : 0);
+    }
+  };
+  auto issue_pv = [&](int stage) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t db = desc_sw128(v_base + stage * Tr::kKvBytes + kk * 16 * 128, Tr::kKvChunkBytes, 1024);
+      Wgmma<T, D>::rs(o, pfrag[kk], db, 1);
+    }
+  };
+  // Soft-caps and masks the tile in s, updates the running max m (in logit units) and the row sums l;
+  // exponentiates s in place (exp2 of one FFMA per score); returns the correction factors for O.
+  const float sl = a.softcap > 0.f ? 1.4426950408889634f : a.scale_log2;  // logit -> log2 units
+  auto softmax = [&](int n, float& alpha0, float& alpha1) {
+    const int k0 = n * BN;
+    const bool need_mask = k0 + BN > ctx || (a.causal && k0 + BN - 1 > first_pos + row0) ||
+                           (a.sliding_window > 0 && k0 <= first_pos + last_row - a.sliding_window);
+    if (a.softcap > 0.f) {
+      const float inv = a.scale / a.softcap;
+#pragma unroll
+      for (int i = 0; i < NS; ++i) s[i] = a.softcap * fast_tanh(s[i] * inv);
+    }
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + 8 * j + 2 * (lane % 4) + (e & 1);
+          const int pos = e < 2 ? pos0 : pos1;
+          if (key >= ctx || (a.causal && key > pos) || (a.sliding_window > 0 && key <= pos - a.sliding_window))
+            s[4 * j + e] = kNegInf;
+        }
+      }
+    }
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float base0 = mx0 == kNegInf ? 0.f : mx0 * sl;
+    const float base1 = mx1 == kNegInf ? 0.f : mx1 * sl;
+    alpha0 = fast_exp2(m0 * sl - base0);  // m = -inf -> 0 (O and l are 0 then anyway)
+    alpha1 = fast_exp2(m1 * sl - base1);
+    m0 = mx0;
+    m1 = mx1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      s[4 * j] = fast_exp2(fmaf(s[4 * j], sl, -base0));
+      s[4 * j + 1] = fast_exp2(fmaf(s[4 * j + 1], sl, -base0));
+      s[4 * j + 2] = fast_exp2(fmaf(s[4 * j + 2], sl, -base1));
+      s[4 * j + 3] = fast_exp2(fmaf(s[4 * j + 3], sl, -base1));
+      sum0 += s[4 * j] + s[4 * j + 1];
+      sum1 += s[4 * j + 2] + s[4 * j + 3];
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+  };
+  auto to_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pfrag[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      pfrag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pfrag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pfrag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  // Ping-pong between the two consumer warpgroups (named barriers 1 and 2): a warpgroup issues its GEMMs
+  // only in its turn, then hands the turn over, so one warpgroup's softmax runs while the other's GEMMs
+  // keep the tensor cores busy. Each warpgroup has n_tiles + 1 issue points; warpgroup 1 opens the first
+  // turn of warpgroup 0 and does not hand over after its last one.
+  int turns_left = n_tiles + 1;
+  auto turn_begin = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
+  auto turn_end = [&]() {
+    if (--turns_left > 0 || wg == 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+  };
+  if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+
+  mbar_wait(q_full, 0);
+  // Prologue: S of the first tile, its softmax.
+  mbar_wait(&k_full[0], 0);
+  turn_begin();
+  wgmma_fence();
+  issue_s(0);
+  wgmma_commit();
+  turn_end();
+  wgmma_wait<0>();
+  pin(s);
+  release(&k_empty[0]);
+  {
+    float a0, a1;
+    softmax(n_last, a0, a1);
+  }
+  to_p();
+  for (int it = 1; it < n_tiles; ++it) {
+    const int cur = (it - 1) % S, nxt = it % S;
+    mbar_wait(&k_full[nxt], (it / S) & 1);
+    mbar_wait(&v_full[cur], ((it - 1) / S) & 1);
+    turn_begin();
+    wgmma_fence();
+    issue_s(nxt);
+    wgmma_commit();
+    issue_pv(cur);
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<1>();  // S of the next tile is ready; P V of the current one may still run
+    pin(s);
+    release(&k_empty[nxt]);
+    float a0, a1;
+    softmax(n_last - it, a0, a1);
+    wgmma_wait<0>();
+    pin(o);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) pin(pfrag[kk]);
+    release(&v_empty[cur]);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j] *= a0;
+      o[4 * j + 1] *= a0;
+      o[4 * j + 2] *= a1;
+      o[4 * j + 3] *= a1;
+    }
+    to_p();
+  }
+  {
+    const int cur = (n_tiles - 1) % S;
+    mbar_wait(&v_full[cur], ((n_tiles - 1) / S) & 1);
+    turn_begin();
+    wgmma_fence();
+    issue_pv(cur);
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    pin(o);
+    release(&v_empty[cur]);
+  }
+
+  // Epilogue: row sums across the quad, sinks, normalise, store valid rows.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  float f0 = 1.f, f1 = 1.f;
+  if (a.sinks != nullptr) {
+    const float sk = a.sinks[h] * 1.4426950408889634f;
+    const float ms0 = m0 * sl, ms1 = m1 * sl;
+    const float mm0 = fmaxf(ms0, sk), mm1 = fmaxf(ms1, sk);
+    f0 = fast_exp2(ms0 - mm0);
+    f1 = fast_exp2(ms1 - mm1);
+    l0 = l0 * f0 + fast_exp2(sk - mm0);
+    l1 = l1 * f1 + fast_exp2(sk - mm1);
+  }
+  f0 = l0 > 0.f ? f0 / l0 : 0.f;
+  f1 = l1 > 0.f ? f1 / l1 : 0.f;
+  T* out = static_cast<T*>(a.out);
+  const size_t hs = size_t(a.head_size);
+  const int c_lane = 2 * (lane % 4);
+  if (t0 < q_len) {
+    T* row = out + (size_t(q_start + t0) * a.num_q_heads + h) * hs;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(row + 8 * j + c_lane) = pack2<T>(o[4 * j] * f0, o[4 * j + 1] * f0);
+  }
+  if (t0 + 8 < q_len) {
+    T* row = out + (size_t(q_start + t0 + 8) * a.num_q_heads + h) * hs;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(row + 8 * j + c_lane) = pack2<T>(o[4 * j + 2] * f1, o[4 * j + 3] * f1);
+  }
+#endif  // PAGODA_FA3_DEVICE
+}
+
+}  // namespace pagoda::flash_attn_detail
