@@ -337,6 +337,35 @@ TEST(Forced, NotBuiltInThisBinary) {
   EXPECT_EQ(o.error, "Selected backend FLEX_ATTENTION is not valid for this configuration. Reason: ['not built in this binary']");
 }
 
+// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN and TRITON_ATTN are
+// built and the others are rejected as not built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN
+// needs >= 32). A CPU-only build has no CUDA backend at all.
+TEST(Auto, ThisBinarysRegistry) {
+  using B = BackendName;
+  BackendRegistry reg = BackendRegistry::builtin(false);
+  auto o = run({.cc = {9, 0}}, {SelectorConfig{}}, reg);
+  SelectorConfig head8;
+  head8.head_size = 8;
+  auto small = run({.cc = {9, 0}}, {head8}, reg);
+  const std::vector<std::string> not_built{"not built in this binary"};
+  if (PAGODA_TEST_CUDA_BUILD) {
+    EXPECT_EQ(o.selected, B::kFlashAttn);
+    EXPECT_EQ(o.plan.flash_attn_version, 3);
+    EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kTritonAttn}));
+    EXPECT_EQ(o.trace.rejected,
+              (std::vector<std::pair<B, std::vector<std::string>>>{
+                  {B::kFlashInfer, not_built}, {B::kFlexAttention, not_built}, {B::kTurboQuant, not_built}}));
+    EXPECT_EQ(small.selected, B::kFlashAttn) << small.error;
+    ASSERT_GE(small.trace.rejected.size(), 2u);
+    EXPECT_EQ(small.trace.rejected[1].first, B::kTritonAttn);
+    EXPECT_EQ(small.trace.rejected[1].second, std::vector<std::string>{"head_size not supported"});
+  } else {
+    EXPECT_THAT(o.error, testing::StartsWith("No valid attention backend found for cuda"));
+    EXPECT_THAT(o.error, testing::HasSubstr("FLASH_ATTN: [not built in this binary]"));
+    EXPECT_THAT(small.error, testing::StartsWith("No valid attention backend found for cuda"));
+  }
+}
+
 TEST(FaVersion, Resolution) {
   Env s{.cc = {10, 0}};
   s.attention.backend = BackendName::kFlashAttn;

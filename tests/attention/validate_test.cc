@@ -202,6 +202,11 @@ TEST(Validate, NotBuiltInThisBinary) {
   BackendRegistry reg = BackendRegistry::builtin(false);
   EXPECT_TRUE(reg.built(BackendName::kCpuAttn));
   EXPECT_FALSE(reg.built(BackendName::kFlexAttention));  // no kernels yet in any build
+  EXPECT_FALSE(reg.built(BackendName::kFlashInfer));
+  EXPECT_FALSE(reg.built(BackendName::kTurboQuant));
+  constexpr bool kCudaBuild = PAGODA_TEST_CUDA_BUILD;  // the CUDA builds hold the FLASH_ATTN and TRITON_ATTN kernels
+  EXPECT_EQ(reg.built(BackendName::kFlashAttn), kCudaBuild);
+  EXPECT_EQ(reg.built(BackendName::kTritonAttn), kCudaBuild);
 }
 
 TEST(KvCacheShape, Layouts) {

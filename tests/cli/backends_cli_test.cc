@@ -268,6 +268,8 @@ TEST(BackendsList, ShowsBuiltStatus) {
   EXPECT_EQ(j[5]["name"], "CPU_ATTN");
   EXPECT_EQ(j[5]["built"], true);
   EXPECT_EQ(j[3]["built"], false);  // FLEX_ATTENTION kernels do not exist yet
+  EXPECT_EQ(j[2]["name"], "TRITON_ATTN");
+  EXPECT_EQ(j[0]["built"], j[2]["built"]);  // FLASH_ATTN and TRITON_ATTN: both in CUDA builds, neither in CPU-only ones
   EXPECT_EQ(j[2]["head_sizes"], ">= 32");
   EXPECT_EQ(j[1]["block_sizes"], "any");
   r = run_pagoda("backends list");

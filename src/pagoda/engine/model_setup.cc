@@ -164,10 +164,25 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   const DType kv_dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
   if (cuda) {
 #ifdef PAGODA_WITH_CUDA_MODEL
-    for (BackendName b : e.layer_backends)
-      if (b != BackendName::kTritonAttn)
-        throw_runtime_error("the CUDA model path runs TRITON_ATTN layers only; ", backend_name_str(b), " was selected");
+    // One attention backend for every layer: TRITON_ATTN or FLASH_ATTN (the kernels this path runs).
+    PAGODA_CHECK(!e.layer_backends.empty(), "the model has no attention layers");
+    const BackendName backend = e.layer_backends.front();
+    for (size_t l = 0; l < e.layer_backends.size(); ++l) {
+      BackendName b = e.layer_backends[l];
+      if (b != BackendName::kTritonAttn && b != BackendName::kFlashAttn)
+        throw_runtime_error("the CUDA model path runs TRITON_ATTN and FLASH_ATTN layers; layer ", l, " selected ",
+                            backend_name_str(b), ". Re-run with --attention-backend TRITON_ATTN or FLASH_ATTN.");
+      if (b != backend)
+        throw_runtime_error("the CUDA model path runs one attention backend for every layer; layer 0 selected ",
+                            backend_name_str(backend), " and layer ", l, " selected ", backend_name_str(b),
+                            ". Re-run with --attention-backend ", backend_name_str(backend), ".");
+    }
     CudaRunnerOptions co;
+    co.attention_backend = backend;
+    if (backend == BackendName::kFlashAttn) {
+      PAGODA_CHECK(e.attention.flash_attn_version, "FLASH_ATTN was selected without a resolved FlashAttention version");
+      co.flash_attn_version = *e.attention.flash_attn_version;
+    }
     co.dtype = e.model_dtype;
     co.kv_dtype = kv_dtype;
     co.block_size = e.attention.block_size;

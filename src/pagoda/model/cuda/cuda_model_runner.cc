@@ -6,6 +6,8 @@
 #include <map>
 #include <cstring>
 
+#include "pagoda/attention/flash_attn/flash_attn.h"
+#include "pagoda/attention/triton_attn/triton_attn.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/ops/cuda/activation.h"
@@ -48,7 +50,86 @@ struct LayerPtrs {
 
 }  // namespace
 
-struct CudaModelRunner::Impl;
+// A step's attention over the paged KV cache for the model's layer shape, whichever backend the layers use:
+// reserve() sizes the work lists once, plan() builds this step's (on the host, uploaded async on the stream),
+// run() only launches, so a decode step can be captured in a CUDA graph.
+struct CudaModelRunner::Attention {
+  BackendName backend = BackendName::kTritonAttn;
+  int flash_attn_version = 2;
+  bool separate = false;  // TRITON_ATTN use_prefill_decode_attention: a prefill and a decode work list
+  int num_q_heads = 0, num_kv_heads = 0, head_size = 0;
+  DType dtype = DType::kBF16, kv_dtype = DType::kBF16;
+  int num_sms = 132;
+  int max_splits = 32;
+  PagedAttentionWorkspace triton, triton_decode;  // TRITON_ATTN (triton_decode only when separate)
+  FlashAttnWorkspace flash;                       // FLASH_ATTN
+
+  void configure(const CudaRunnerOptions& o, const ModelConfig& c, int sms, bool split_prefill_decode) {
+    backend = o.attention_backend;
+    flash_attn_version = o.flash_attn_version;
+    separate = backend == BackendName::kTritonAttn && split_prefill_decode;
+    num_q_heads = c.num_heads;
+    num_kv_heads = c.num_kv_heads;
+    head_size = c.head_dim;
+    dtype = o.dtype;
+    kv_dtype = o.kv_dtype;
+    num_sms = sms;
+  }
+
+  // Scratch for up to max_tokens tokens and max_seqs sequences, with at most `splits` KV splits.
+  void reserve(int max_tokens, int max_seqs, int splits) {
+    max_splits = splits;
+    switch (backend) {
+      case BackendName::kTritonAttn:
+        triton.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
+        if (separate) triton_decode.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
+        return;
+      case BackendName::kFlashAttn: flash.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits); return;
+      case BackendName::kFlashInfer:
+      case BackendName::kFlexAttention:
+      case BackendName::kTurboQuant:
+      case BackendName::kCpuAttn: break;
+    }
+    PAGODA_CHECK(false, "the CUDA model runner has no ", backend_name_str(backend), " layers");
+  }
+
+  // force_splits: exactly max_splits KV splits (the fixed grid of a captured decode step).
+  void plan(const AttentionBatchInfo& batch, bool force_splits, cudaStream_t stream) {
+    if (backend == BackendName::kFlashAttn) {
+      FlashAttnOptions o;
+      o.version = flash_attn_version;
+      o.num_sms = num_sms;
+      o.max_splits = max_splits;
+      o.force_splits = force_splits;
+      plan_flash_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, kv_dtype, /*alibi=*/false, o, flash,
+                           stream);
+      return;
+    }
+    PagedAttentionOptions o;
+    o.num_sms = num_sms;
+    o.max_splits = max_splits;
+    o.force_splits = force_splits;
+    if (!separate) {
+      plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, o, triton, stream);
+      return;
+    }
+    PagedAttentionOptions pre = o, dec = o;
+    pre.only_decode = 0;
+    dec.only_decode = 1;
+    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, pre, triton, stream);
+    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, dec, triton_decode, stream);
+  }
+
+  void run(const PagedAttentionParams& p, cudaStream_t stream) const {
+    if (backend == BackendName::kFlashAttn) {
+      run_flash_attention(p, flash, stream);
+      return;
+    }
+    run_paged_attention(p, triton, stream);
+    if (separate) run_paged_attention(p, triton_decode, stream);
+  }
+};
+
 namespace {
 void finish_step(CudaModelRunner::Impl& m);
 }  // namespace
@@ -76,12 +157,12 @@ struct CudaModelRunner::Impl {
   size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0, off_tokens = 0;
   PinnedBuffer err_host;
   int max_blocks_cap = 0;
-  PagedAttentionWorkspace ws_main, ws_decode;
+  Attention attention;  // eager steps
   int num_sms = 132;
   DeviceBuffer kscale, vscale;
   // Decode CUDA graphs by padded batch size.
   struct Graph {
-    PagedAttentionWorkspace ws;
+    Attention attention;  // one fixed decode work list
     cudaGraphExec_t exec = nullptr;
     ~Graph() {
       if (exec) cudaGraphExecDestroy(exec);
@@ -115,6 +196,10 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   const ModelConfig& c = m.cfg;
   const DType dt = options.dtype;
   PAGODA_CHECK(dt == DType::kBF16 || dt == DType::kF16 || dt == DType::kF32, "CUDA runner dtype ", dtype_name(dt));
+  PAGODA_CHECK(options.attention_backend == BackendName::kTritonAttn || options.attention_backend == BackendName::kFlashAttn,
+               "the CUDA model runner runs TRITON_ATTN or FLASH_ATTN layers, not ", backend_name_str(options.attention_backend));
+  PAGODA_CHECK(options.attention_backend != BackendName::kFlashAttn || dt != DType::kF32,
+               "FLASH_ATTN runs float16 and bfloat16, not float32");
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   cudaDeviceProp prop{};
   PAGODA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -258,11 +343,11 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.meta_host = PinnedBuffer(at);
   m.err_host = PinnedBuffer(4);
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
-  m.ws_main.reserve(int(T), int(S), c.num_heads, D, 32);
+  m.attention.configure(options, c, m.num_sms, options.use_prefill_decode_attention);
+  m.attention.reserve(int(T), int(S), 32);
   if (!options.enforce_eager)
     for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
       if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
-  if (options.use_prefill_decode_attention) m.ws_decode.reserve(int(T), int(S), c.num_heads, D, 32);
   float ks = options.k_scale, vs = options.v_scale;
   m.kscale = DeviceBuffer(4);
   m.vscale = DeviceBuffer(4);
@@ -324,12 +409,10 @@ std::optional<std::vector<int32_t>> CudaModelRunner::forward_greedy(const Forwar
 }
 
 // Enqueues one step of T tokens / S sequences / R logits rows over the metadata already in m.meta, with the
-// attention work lists of `ws` (and `ws_decode` in the separate prefill/decode mode). Everything here is a
-// kernel launch on m.stream (no allocation, no sync), so a decode step can be captured in a CUDA graph.
-void CudaModelRunner::enqueue_step(int T, int S, int R, void* ws_ptr, void* ws_decode_ptr) {
+// planned attention work lists of `attention`. Everything here is a kernel launch on m.stream (no
+// allocation, no sync), so a decode step can be captured in a CUDA graph.
+void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attention) {
   Impl& m = *impl_;
-  const auto& ws = *static_cast<const PagedAttentionWorkspace*>(ws_ptr);
-  const auto* ws_decode = static_cast<const PagedAttentionWorkspace*>(ws_decode_ptr);
   const ModelConfig& c = m.cfg;
   const DType dt = m.opt.dtype;
   const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size, QKV = m.qkv_width();
@@ -419,8 +502,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, void* ws_ptr, void* ws_d
     ap.v_scale = m.opt.v_scale;
     bool sliding = size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)];
     ap.sliding_window = sliding ? c.sliding_window : 0;
-    run_paged_attention(ap, ws, m.stream);
-    if (ws_decode) run_paged_attention(ap, *ws_decode, m.stream);
+    attention.run(ap, m.stream);
     m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
     fused_add_rmsnorm({m.o.data(), m.h.data(), lp.post_norm, m.xn.data(), T, H, eps, dt}, m.stream);
     m.gemm.run({m.xn.data(), lp.w_gate_up, nullptr, m.gu.data(), T, 2 * F, H, dt}, m.stream);
@@ -438,9 +520,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, void* ws_ptr, void* ws_d
 int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   Impl& m = *impl_;
   const ModelConfig& c = m.cfg;
-  const DType dt = m.opt.dtype;
   const int T = b.num_tokens(), S = b.num_seqs(), R = int(b.logits_indices.size());
-  const int D = c.head_dim;
   const int bs = m.opt.block_size;
   if (T == 0) return 0;
   if (T > m.opt.max_num_tokens) throw_runtime_error("step of ", T, " tokens exceeds max_num_tokens ", m.opt.max_num_tokens);
@@ -511,18 +591,15 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
       // Plan a fixed work list for bp decode sequences with a fixed number of KV splits, run the step once
       // eagerly (cuBLASLt plans, kernel attributes), then capture it.
       g = std::make_unique<Impl::Graph>();
-      g->ws.reserve(bp, bp, c.num_heads, D, Impl::kGraphSplits);
-      PagedAttentionOptions go;
-      go.num_sms = m.num_sms;
-      go.max_splits = Impl::kGraphSplits;
-      go.force_splits = true;
+      g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
+      g->attention.reserve(bp, bp, Impl::kGraphSplits);
       AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
-      plan_paged_attention(full, c.num_heads, c.num_kv_heads, D, dt, go, g->ws, m.stream);
-      enqueue_step(Tp, Sp, Rp, &g->ws, nullptr);
+      g->attention.plan(full, /*force_splits=*/true, m.stream);
+      enqueue_step(Tp, Sp, Rp, g->attention);
       PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
       cudaGraph_t graph = nullptr;
       PAGODA_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
-      enqueue_step(Tp, Sp, Rp, &g->ws, nullptr);
+      enqueue_step(Tp, Sp, Rp, g->attention);
       PAGODA_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
       PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
       PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
@@ -533,19 +610,8 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
     return R;
   }
 
-  PagedAttentionOptions aopt;
-  aopt.num_sms = m.num_sms;
-  if (m.opt.use_prefill_decode_attention) {
-    PagedAttentionOptions pre = aopt, dec = aopt;
-    pre.only_decode = 0;
-    dec.only_decode = 1;
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, pre, m.ws_main, m.stream);
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, dec, m.ws_decode, m.stream);
-    enqueue_step(T, S, R, &m.ws_main, &m.ws_decode);
-  } else {
-    plan_paged_attention(info, c.num_heads, c.num_kv_heads, D, dt, aopt, m.ws_main, m.stream);
-    enqueue_step(T, S, R, &m.ws_main, nullptr);
-  }
+  m.attention.plan(info, /*force_splits=*/false, m.stream);
+  enqueue_step(T, S, R, m.attention);
   return R;
 }
 

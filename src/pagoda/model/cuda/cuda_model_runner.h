@@ -1,8 +1,8 @@
 // The GPU forward pass shared by every architecture, the same function as CpuModelRunner: embedding ->
 // layers (fused residual-add RMSNorm, one fused QKV GEMM (+bias), Qwen3 q/k norm, RoPE fused with the paged
-// KV-cache write, TRITON_ATTN over the cache, o projection, fused gate_up GEMM, SiLU-and-mul, down
-// projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32 accumulate in
-// every GEMM and reduction) or fp32. Weights are uploaded once into one device allocation.
+// KV-cache write, TRITON_ATTN or FLASH_ATTN over the cache, o projection, fused gate_up GEMM, SiLU-and-mul,
+// down projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32 accumulate in
+// every GEMM and reduction) or fp32 (TRITON_ATTN only). Weights are uploaded once into one device allocation.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,7 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/config/attention_config.h"
+#include "pagoda/core/dtype.h"
+#include "pagoda/core/kv_layout.h"
 #include "pagoda/model/cpu_model_runner.h"
 #include "pagoda/model/load_model.h"
 #include "pagoda/model/model_runner.h"
@@ -28,6 +30,11 @@ struct CudaRunnerOptions {
   int max_num_tokens = 8192;            // activations are sized for this many tokens per step
   int max_num_seqs = 256;
   int max_model_len = 4096;
+  // The attention backend of every layer: kTritonAttn or kFlashAttn (bf16/fp16 only).
+  BackendName attention_backend = BackendName::kTritonAttn;
+  int flash_attn_version = 2;  // FLASH_ATTN: the version the selector resolved (2 or 3)
+  // TRITON_ATTN: separate prefill and decode launches (spec §6.5); no effect on FLASH_ATTN, which plans
+  // its prefill and decode work itself.
   bool use_prefill_decode_attention = false;
   bool enforce_eager = false;  // no CUDA graphs for decode steps
 };
@@ -45,7 +52,8 @@ class CudaModelRunner final : public ModelRunner {
   uint64_t kv_cache_bytes() const;
 
  public:
-  struct Impl;  // public so the step helpers in the .cc can name it; defined there only
+  struct Impl;       // public so the step helpers in the .cc can name it; defined there only
+  struct Attention;  // a step's attention work lists (TRITON_ATTN or FLASH_ATTN); defined in the .cc only
 
  private:
   ModelConfig config_;
@@ -53,7 +61,7 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<Impl> impl_;
   // Runs the layers and the logits GEMM of the batch's rows into device memory (fp32); returns the rows.
   int run_to_logits(const ForwardBatch& batch);
-  void enqueue_step(int tokens, int seqs, int rows, void* ws, void* ws_decode);
+  void enqueue_step(int tokens, int seqs, int rows, const Attention& attention);
 };
 
 }  // namespace pagoda

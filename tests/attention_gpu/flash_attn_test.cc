@@ -1,0 +1,213 @@
+// FLASH_ATTN (plan_flash_attention + run_flash_attention) against the float64 CPU reference of
+// paged_attention_reference.h (derived tolerance, poisoned output, random inputs) on the shapes that break
+// kernels, for FlashAttention version 2 and version 3. Version 3 sends prefill chunks of head size
+// 64/128/256 to the FA3 kernel on an SM 9.0 device that has it, and everything else (decode tokens, other
+// head sizes, fp8 KV, ALiBi; every token on other devices or without the kernel) to the FA2 kernels in the
+// same step: both versions must pass the same cases whichever path ran.
+#include <cuda_runtime_api.h>
+
+#include <gtest/gtest.h>
+
+#include "paged_attention_reference.h"
+#include "pagoda/attention/flash_attn/flash_attn.h"
+
+namespace pagoda {
+namespace {
+
+using attention_test::Case;
+
+class FlashAttnGpu : public ::testing::TestWithParam<int> {
+ protected:
+  int version() const { return GetParam(); }
+
+  void run_case(const Case& c) const {
+    const int v = version();
+    auto launch = [v](const PagedAttentionParams& p, const AttentionBatchInfo& info, const Case& cs, int num_sms) {
+      FlashAttnOptions opt;
+      opt.version = v;
+      opt.num_sms = num_sms;
+      if (cs.force_splits > 0) {  // as a captured decode step: a fixed split count
+        opt.max_splits = cs.force_splits;
+        opt.force_splits = true;
+      }
+      FlashAttnWorkspace ws;
+      ws.reserve(p.num_tokens, p.num_seqs, p.num_q_heads, p.head_size, opt.max_splits);
+      plan_flash_attention(info, p.num_q_heads, p.num_kv_heads, p.head_size, p.dtype, p.kv_dtype,
+                           p.alibi_slopes != nullptr, opt, ws, nullptr);
+      run_flash_attention(p, ws, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+    };
+    attention_test::run_case(c, "FA" + std::to_string(v), launch);
+  }
+};
+
+constexpr DType kHalfTypes[] = {DType::kBF16, DType::kF16};
+
+// Single causal prefills of the lengths that break kernels, every head size class: 8 (stories260K; FA2 pads
+// it to 32), 64/128/256 (FA3's), 96 (FA2 pads it to 128).
+TEST_P(FlashAttnGpu, PrefillLengthsAndHeads) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : kHalfTypes) {
+    for (int L : {1, 7, 17, 97, 513}) {
+      for (int D : {8, 64, 96, 128, 256}) {
+        Case c;
+        c.query_lens = {L};
+        c.seq_lens = {L};
+        c.head_size = D;
+        c.dtype = c.kv_dtype = t;
+        c.seed = unsigned(L * 1000 + D);
+        run_case(c);
+      }
+    }
+  }
+}
+
+TEST_P(FlashAttnGpu, LongPrefill4099) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : kHalfTypes) {
+    Case c;
+    c.query_lens = {4099};
+    c.seq_lens = {4099};
+    c.head_size = 128;
+    c.dtype = c.kv_dtype = t;
+    c.check_every = 41;
+    run_case(c);
+  }
+}
+
+// Two long prefills (GQA 4) and a chunk of a prefill over a cached prefix (q_len 300 < context 2000) in one
+// step: several FA3 tiles per sequence, the longest first.
+TEST_P(FlashAttnGpu, LongPrefillsAndAChunkedPrefill) {
+  SKIP_WITHOUT_GPU();
+  for (int D : {64, 128}) {
+    Case c;
+    c.query_lens = {1000, 3000, 300};
+    c.seq_lens = {1000, 3000, 2000};
+    c.num_q_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = D;
+    c.check_every = 37;
+    c.seed = unsigned(D);
+    run_case(c);
+  }
+}
+
+TEST_P(FlashAttnGpu, GqaRatiosAndBlockSizes) {
+  SKIP_WITHOUT_GPU();
+  for (auto [hq, hk] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}}) {  // GQA 1, 4, 8
+    for (int bs : {16, 32, 64}) {
+      for (int D : {8, 128}) {
+        Case c;
+        c.query_lens = {33, 1, 5};
+        c.seq_lens = {97, 300, 5};
+        c.num_q_heads = hq;
+        c.num_kv_heads = hk;
+        c.block_size = bs;
+        c.head_size = D;
+        c.seed = unsigned(hq * 100 + hk * 10 + bs + D);
+        run_case(c);
+      }
+    }
+  }
+}
+
+// Decode tokens and prefill chunks over cached prefixes in one step: under FA3 the prefill chunks run the
+// FA3 kernel and the decode tokens the FA2 decode plan.
+TEST_P(FlashAttnGpu, MixedPrefillDecodeBatch) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : kHalfTypes) {
+    for (int D : {64, 128, 256}) {
+      Case c;
+      c.query_lens = {1, 1, 129, 1, 17, 1, 7};
+      c.seq_lens = {1, 4099, 513, 33, 17, 700, 100};
+      c.head_size = D;
+      c.dtype = c.kv_dtype = t;
+      c.seed = unsigned(D);
+      run_case(c);
+    }
+  }
+}
+
+// The decode split-KV plan: forced split counts (what a captured decode step uses) and the planner's own.
+TEST_P(FlashAttnGpu, DecodeSplitKv) {
+  SKIP_WITHOUT_GPU();
+  for (int splits : {1, 3, 16}) {
+    Case c;
+    c.query_lens = {1, 1, 1};
+    c.seq_lens = {4099, 1, 1000};
+    c.num_q_heads = 32;
+    c.num_kv_heads = 8;
+    c.force_splits = splits;
+    run_case(c);
+  }
+  Case automatic;  // batch 1, long context: the planner splits
+  automatic.query_lens = {1};
+  automatic.seq_lens = {8000};
+  automatic.num_q_heads = 32;
+  automatic.num_kv_heads = 8;
+  run_case(automatic);
+}
+
+// q as a slice of a fused qkv row, as the CUDA model runner passes it.
+TEST_P(FlashAttnGpu, StridedQuery) {
+  SKIP_WITHOUT_GPU();
+  for (int D : {8, 128}) {
+    Case c;
+    c.query_lens = {9, 200, 1};
+    c.seq_lens = {9, 200, 300};
+    c.head_size = D;
+    c.q_pad = 2 * c.num_kv_heads * D;  // the k and v of a fused qkv row follow each token's q
+    run_case(c);
+  }
+}
+
+TEST_P(FlashAttnGpu, SlidingWindowSoftcapSinksAlibiHnd) {
+  SKIP_WITHOUT_GPU();
+  for (int D : {64, 128}) {
+    Case c;
+    c.query_lens = {100, 1, 3, 300};
+    c.seq_lens = {300, 500, 3, 700};
+    c.head_size = D;
+    c.sliding_window = 64;
+    run_case(c);
+    c.sliding_window = 0;
+    c.softcap = 5.f;
+    run_case(c);
+    c.softcap = 0;
+    c.sinks = true;
+    run_case(c);
+    c.force_splits = 4;  // sinks through the merge
+    run_case(c);
+    c.force_splits = 0;
+    c.sinks = false;
+    c.alibi = true;  // FA2 kernels under either version
+    run_case(c);
+    c.alibi = false;
+    c.layout = KvLayout::kHND;
+    run_case(c);
+    c.sliding_window = 50;  // every feature at once, fp16
+    c.softcap = 10.f;
+    c.sinks = true;
+    c.dtype = c.kv_dtype = DType::kF16;
+    run_case(c);
+  }
+}
+
+// FP8 KV (e4m3, the one the FLASH_ATTN declaration accepts, with FA3): the FA2 kernels dequantize it.
+TEST_P(FlashAttnGpu, Fp8KvCache) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : kHalfTypes) {
+    Case c;
+    c.query_lens = {1, 40, 1};
+    c.seq_lens = {1000, 40, 77};
+    c.dtype = t;
+    c.kv_dtype = DType::kF8E4M3;
+    run_case(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, FlashAttnGpu, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) { return "FA" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace pagoda
