@@ -1,29 +1,40 @@
-// TRITON_ATTN benchmark: decode (paged KV, batch x context) in TB/s and causal prefill in TFLOP/s, with
-// the device-to-device copy bandwidth measured in the same run as the ceiling. Peers (PyTorch SDPA
-// flash/cuDNN, FlexAttention) are measured by bench/peers/attention_peers.py in the same device call.
+// Attention benchmark: TRITON_ATTN and FLASH_ATTN (FA2, FA3) on decode (paged KV, batch x context) in TB/s
+// and prefill in TFLOP/s, with the device-to-device copy bandwidth measured in the same run as the ceiling.
+// Peers (PyTorch SDPA flash/cuDNN, FlexAttention) are measured by bench/peers/attention_peers.py on the same
+// shapes in the same device call.
 //
-// Output: one line per shape, `kind shape ... ms TB/s` or `TFLOP/s`, and a CSV under $OUT if set.
+//   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] [--decode BATCH CTX]
+//
+// --decode runs one bf16 decode shape on the chosen backends and skips the ceiling (for profilers).
+// Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
+// (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
+// when OUT is set. A shape that fails prints `FAILED: why` on its line, the rest still run, exit status 1.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "pagoda/attention/flash_attn/flash_attn.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e = (x);                                                                        \
-    if (e != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));    \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+// Every CUDA call is checked; a failure throws, so one shape's failure is reported and the others still run.
+#define CK(x)                                                                                              \
+  do {                                                                                                     \
+    cudaError_t e_ = (x);                                                                                  \
+    if (e_ != cudaSuccess)                                                                                 \
+      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + " " + #x + ": " + \
+                               cudaGetErrorString(e_));                                                    \
   } while (0)
 
 using namespace pagoda;
+
+namespace {
 
 __global__ void fill_random(uint16_t* p, size_t n, uint32_t seed, bool fp8) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -41,61 +52,111 @@ __global__ void fill_random(uint16_t* p, size_t n, uint32_t seed, bool fp8) {
   }
 }
 
+// Device memory freed on every path out of a shape, including a failure.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) { CK(cudaMalloc(&ptr_, bytes)); }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+class EventPair {
+ public:
+  EventPair() {
+    CK(cudaEventCreate(&start_));
+    CK(cudaEventCreate(&stop_));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Median of `iters` timed calls after 3 warm-up calls; each call timed alone with events on the default stream.
 template <typename F>
-float time_ms(F&& f, int iters) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
+float median_ms(F&& f, int iters) {
+  EventPair ev;
   for (int i = 0; i < 3; ++i) f();
+  CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    CK(cudaEventRecord(a));
+    CK(cudaEventRecord(ev.start_));
     f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
+    CK(cudaEventRecord(ev.stop_));
+    CK(cudaEventSynchronize(ev.stop_));
+    CK(cudaGetLastError());
     float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
+    CK(cudaEventElapsedTime(&ms, ev.start_, ev.stop_));
     t.push_back(ms);
   }
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];  // median
+  return t[t.size() / 2];
 }
 
-struct Setup {
-  int batch, ctx, q_len;
+enum class Backend { kTriton, kFlash2, kFlash3 };
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::kTriton: return "TRITON_ATTN";
+    case Backend::kFlash2: return "FLASH_ATTN(v2)";
+    case Backend::kFlash3: return "FLASH_ATTN(v3)";
+  }
+  return "?";
+}
+
+struct Shape {
+  int batch, ctx, q_len;  // prefill shapes here have ctx == q_len (no earlier context)
   int hq = 32, hk = 8, d = 128, bs = 16;
   DType kv = DType::kBF16;
+  bool causal = true;
+  bool contiguous = false;  // identity block table; with bs == ctx one block per sequence, i.e. a contiguous cache
 };
 
-float run_shape(const Setup& s, double* bytes_out, double* flops_out, int num_sms) {
-  int T = s.batch * s.q_len;
-  int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
-  size_t num_blocks = size_t(s.batch) * blocks_per_seq;
-  size_t kvsz = s.kv == DType::kBF16 ? 2 : 1;
-  size_t cache_elems = num_blocks * s.bs * s.hk * 2 * s.d;
-  void *q, *out, *cache;
-  int *qsl, *sl, *bt;
-  CK(cudaMalloc(&q, size_t(T) * s.hq * s.d * 2));
-  CK(cudaMalloc(&out, size_t(T) * s.hq * s.d * 2));
-  CK(cudaMalloc(&cache, cache_elems * kvsz));
-  fill_random<<<1024, 256>>>((uint16_t*)q, size_t(T) * s.hq * s.d, 1, false);
-  fill_random<<<4096, 256>>>((uint16_t*)cache, cache_elems, 2, s.kv != DType::kBF16);
+struct Result {
+  float ms = 0;
+  double bytes = 0;  // KV read + q read + out written
+  double flops = 0;  // 4 * d per (query, key) pair per query head
+  std::string kernels;  // FLASH_ATTN: the kernels its plan ran
+};
+
+Result run_shape(Backend backend, const Shape& s, int num_sms) {
+  const int T = s.batch * s.q_len;
+  const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
+  const size_t num_blocks = size_t(s.batch) * blocks_per_seq;
+  const size_t kvsz = s.kv == DType::kBF16 ? 2 : 1;
+  const size_t cache_elems = num_blocks * s.bs * s.hk * 2 * s.d;
+  const size_t q_elems = size_t(T) * s.hq * s.d;
+  DeviceBuffer q(q_elems * 2), out(q_elems * 2), cache(cache_elems * kvsz);
+  fill_random<<<1024, 256>>>(q.as<uint16_t>(), q_elems, 1, false);
+  CK(cudaGetLastError());
+  fill_random<<<4096, 256>>>(cache.as<uint16_t>(), cache_elems, 2, s.kv != DType::kBF16);
+  CK(cudaGetLastError());
   std::vector<int> h_qsl(s.batch + 1), h_sl(s.batch, s.ctx), h_bt(num_blocks);
   for (int i = 0; i <= s.batch; ++i) h_qsl[i] = i * s.q_len;
-  // Scatter blocks: sequence i uses blocks i, batch + i, 2*batch + i, ... (not contiguous).
+  // Paged: sequence i uses blocks i, batch + i, 2*batch + i, ... (scattered). Contiguous: identity.
   for (int i = 0; i < s.batch; ++i)
-    for (int b = 0; b < blocks_per_seq; ++b) h_bt[size_t(i) * blocks_per_seq + b] = b * s.batch + i;
-  CK(cudaMalloc(&qsl, sizeof(int) * h_qsl.size()));
-  CK(cudaMalloc(&sl, sizeof(int) * h_sl.size()));
-  CK(cudaMalloc(&bt, sizeof(int) * h_bt.size()));
-  CK(cudaMemcpy(qsl, h_qsl.data(), sizeof(int) * h_qsl.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(sl, h_sl.data(), sizeof(int) * h_sl.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(bt, h_bt.data(), sizeof(int) * h_bt.size(), cudaMemcpyHostToDevice));
+    for (int b = 0; b < blocks_per_seq; ++b)
+      h_bt[size_t(i) * blocks_per_seq + b] = s.contiguous ? i * blocks_per_seq + b : b * s.batch + i;
+  DeviceBuffer qsl(sizeof(int) * h_qsl.size()), sl(sizeof(int) * h_sl.size()), bt(sizeof(int) * h_bt.size());
+  CK(cudaMemcpy(qsl.as<int>(), h_qsl.data(), sizeof(int) * h_qsl.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sl.as<int>(), h_sl.data(), sizeof(int) * h_sl.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(bt.as<int>(), h_bt.data(), sizeof(int) * h_bt.size(), cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+
   PagedAttentionParams p;
-  p.q = q;
-  p.out = out;
-  p.kv_cache = cache;
+  p.q = q.as<void>();
+  p.out = out.as<void>();
+  p.kv_cache = cache.as<void>();
   p.dtype = DType::kBF16;
   p.kv_dtype = s.kv;
   p.num_tokens = T;
@@ -105,76 +166,249 @@ float run_shape(const Setup& s, double* bytes_out, double* flops_out, int num_sm
   p.head_size = s.d;
   p.block_size = s.bs;
   p.max_blocks_per_seq = blocks_per_seq;
-  p.query_start_loc = qsl;
-  p.seq_lens = sl;
-  p.block_tables = bt;
-  p.scale = 0.0883883f;
-  PagedAttentionWorkspace ws;
-  PagedAttentionOptions opt;
-  opt.num_sms = num_sms;
-  ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
-  AttentionBatchInfo info{std::vector<int>(s.batch, s.q_len), h_sl};
-  plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
+  p.query_start_loc = qsl.as<int>();
+  p.seq_lens = sl.as<int>();
+  p.block_tables = bt.as<int>();
+  p.scale = 1.0f / std::sqrt(float(s.d));
+  p.causal = s.causal;
+  const AttentionBatchInfo info{std::vector<int>(s.batch, s.q_len), h_sl};
+  const int iters = s.q_len > 1 ? 10 : 50;
+
+  Result r;
+  switch (backend) {
+    case Backend::kTriton: {
+      PagedAttentionOptions opt;
+      opt.num_sms = num_sms;
+      PagedAttentionWorkspace ws;
+      ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
+      plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
+      CK(cudaDeviceSynchronize());
+      r.ms = median_ms([&] { run_paged_attention(p, ws, nullptr); }, iters);
+      break;
+    }
+    case Backend::kFlash2:
+    case Backend::kFlash3: {
+      FlashAttnOptions opt;
+      opt.version = backend == Backend::kFlash3 ? 3 : 2;
+      opt.num_sms = num_sms;
+      FlashAttnWorkspace ws;
+      ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
+      plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
+      CK(cudaDeviceSynchronize());
+      r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters);
+      const bool fa2 = ws.fa2.num_work_items > 0;
+      r.kernels = ws.fa3_items > 0 ? (fa2 ? "fa3+fa2" : "fa3") : "fa2";
+      break;
+    }
+  }
   CK(cudaDeviceSynchronize());
-  float ms = time_ms([&] { run_paged_attention(p, ws, nullptr); }, s.q_len > 1 ? 10 : 50);
-  CK(cudaGetLastError());
-  *bytes_out = double(s.batch) * s.ctx * s.hk * 2 * s.d * kvsz + 2.0 * T * s.hq * s.d * 2;
-  // Causal: each query attends its prefix: sum over positions of (pos+1) keys, 4*D FLOPs per (q, key).
+  r.bytes = double(s.batch) * s.ctx * s.hk * 2 * s.d * kvsz + 2.0 * T * s.hq * s.d * 2;
+  // Query token t sits at position ctx - q_len + t. Causal: it attends keys 0..pos (pos + 1 of them); for
+  // prefill (ctx == q_len) the sum over a sequence is n(n+1)/2. Non-causal: every key, q_len * ctx pairs.
   double pairs = 0;
-  for (int t = 0; t < s.q_len; ++t) pairs += s.ctx - s.q_len + t + 1;
-  *flops_out = 4.0 * s.d * s.hq * s.batch * pairs;
-  for (void* x : {q, out, cache, (void*)qsl, (void*)sl, (void*)bt}) cudaFree(x);
-  return ms;
+  if (s.causal) {
+    for (int t = 0; t < s.q_len; ++t) pairs += s.ctx - s.q_len + t + 1;
+  } else {
+    pairs = double(s.q_len) * s.ctx;
+  }
+  r.flops = 4.0 * s.d * s.hq * s.batch * pairs;
+  return r;
 }
 
-int main(int argc, char** argv) {
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  if (argc == 4 && std::string(argv[1]) == "--decode") {  // one shape, for profilers
-    Setup s{std::atoi(argv[2]), std::atoi(argv[3]), 1};
-    double bytes, flops;
-    float ms = run_shape(s, &bytes, &flops, prop.multiProcessorCount);
-    std::printf("decode batch=%s ctx=%s %.3f ms %.2f TB/s\n", argv[2], argv[3], ms, bytes / (ms * 1e-3) / 1e12);
-    return 0;
+// A benchmark case: a shape and the backends that run it.
+struct Case {
+  Shape shape;
+  bool triton;  // TRITON_ATTN runs it
+  bool flash;   // FLASH_ATTN (v2 and v3) runs it
+};
+
+std::vector<Case> decode_cases() {
+  const std::vector<std::pair<int, int>> shapes = {{1, 1024}, {1, 8192},   {1, 32768},  {16, 4096},
+                                                   {64, 2048}, {128, 4096}, {256, 1024}, {32, 8192}};
+  std::vector<Case> cases;
+  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+    for (auto [batch, ctx] : shapes) {
+      Shape s{batch, ctx, 1};
+      s.kv = kv;
+      cases.push_back({s, true, kv == DType::kBF16});  // FLASH_ATTN decode: bf16 KV only
+    }
   }
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  // Ceiling: device-to-device copy of 4 GiB (bytes read + written).
-  size_t n = size_t(4) << 30;
-  void *a, *b;
-  CK(cudaMalloc(&a, n));
-  CK(cudaMalloc(&b, n));
-  CK(cudaMemset(a, 1, n));
-  float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 10);
-  double copy_tbs = 2.0 * n / (copy_ms * 1e-3) / 1e12;
-  std::printf("ceiling: device copy %.2f TB/s\n", copy_tbs);
-  CK(cudaFree(a));
-  CK(cudaFree(b));
+  return cases;
+}
+
+// bf16, 32 query heads, 8 KV heads (GQA 4) and paged blocks of 16 unless the case says otherwise.
+std::vector<Case> prefill_cases() {
+  auto shape = [](int batch, int n, int d, bool causal) {
+    Shape s{batch, n, n};
+    s.d = d;
+    s.causal = causal;
+    return s;
+  };
+  std::vector<Case> cases;
+  cases.push_back({shape(4, 8192, 128, true), true, true});
+  cases.push_back({shape(4, 8192, 128, false), false, true});
+  Shape mha = shape(4, 8192, 128, true);  // the peers' usual comparison is MHA
+  mha.hk = 32;
+  cases.push_back({mha, false, true});
+  Shape contiguous = shape(4, 8192, 128, true);  // one block of 8192 per sequence: paged vs contiguous
+  contiguous.bs = 8192;
+  contiguous.contiguous = true;
+  cases.push_back({contiguous, false, true});
+  for (int d : {64, 256})
+    for (bool causal : {true, false}) cases.push_back({shape(4, 8192, d, causal), false, true});
+  cases.push_back({shape(1, 4096, 128, true), true, true});
+  return cases;
+}
+
+std::string describe(Backend b, const Shape& s) {
+  char buf[256];
+  if (s.q_len == 1) {
+    std::snprintf(buf, sizeof(buf), "%-14s decode  kv=%-4s batch=%4d ctx=%6d", backend_name(b),
+                  s.kv == DType::kBF16 ? "bf16" : "fp8", s.batch, s.ctx);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%-14s prefill %-10s batch=%d len=%5d d=%3d hq=%d hk=%2d block=%4d%s",
+                  backend_name(b), s.causal ? "causal" : "non-causal", s.batch, s.q_len, s.d, s.hq, s.hk, s.bs,
+                  s.contiguous ? " (contiguous)" : "");
+  }
+  return buf;
+}
+
+struct Args {
+  std::vector<Backend> backends = {Backend::kTriton, Backend::kFlash2, Backend::kFlash3};
+  bool decode = true, prefill = true;
+  int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr,
+               "attention_bench: %s\n"
+               "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
+               "[--decode BATCH CTX]\n",
+               what.c_str());
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string opt = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
+      return argv[++i];
+    };
+    if (opt == "--backend") {
+      const std::string v = value("--backend");
+      if (v == "triton") a.backends = {Backend::kTriton};
+      else if (v == "flash2") a.backends = {Backend::kFlash2};
+      else if (v == "flash3") a.backends = {Backend::kFlash3};
+      else if (v != "all") usage_error("unknown --backend '" + v + "': use triton, flash2, flash3 or all");
+    } else if (opt == "--only") {
+      const std::string v = value("--only");
+      if (v != "decode" && v != "prefill" && v != "all")
+        usage_error("unknown --only '" + v + "': use decode, prefill or all");
+      a.decode = v != "prefill";
+      a.prefill = v != "decode";
+    } else if (opt == "--decode") {
+      a.one_batch = std::atoi(value("--decode").c_str());
+      a.one_ctx = std::atoi(value("--decode").c_str());
+      if (a.one_batch <= 0 || a.one_ctx <= 0) usage_error("--decode needs a positive BATCH and CTX");
+    } else {
+      usage_error("unknown option '" + opt + "'");
+    }
+  }
+  return a;
+}
+
+// Measures the device copy bandwidth (bytes read + written, 4 GiB copy), the ceiling of decode.
+double measure_copy_tbs() {
+  const size_t n = size_t(4) << 30;
+  DeviceBuffer a(n), b(n);
+  CK(cudaMemset(a.as<void>(), 1, n));
+  float ms = median_ms([&] { CK(cudaMemcpyAsync(b.as<void>(), a.as<void>(), n, cudaMemcpyDeviceToDevice)); }, 10);
+  return 2.0 * n / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, 0);
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "attention_bench: no CUDA device: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
+  const int num_sms = prop.multiProcessorCount;
+  int failures = 0;
+  auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
+    const std::string what = describe(b, s);
+    try {
+      Result r = run_shape(b, s, num_sms);
+      const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;
+      if (s.q_len == 1) {
+        double tbs = r.bytes / (r.ms * 1e-3) / 1e12;
+        if (copy_tbs > 0)
+          std::printf("%s  %8.3f ms  %6.2f TB/s (%.0f%% of copy)%s\n", what.c_str(), r.ms, tbs, 100 * tbs / copy_tbs,
+                      kernels.c_str());
+        else
+          std::printf("%s  %8.3f ms  %6.2f TB/s%s\n", what.c_str(), r.ms, tbs, kernels.c_str());
+      } else {
+        std::printf("%s  %8.3f ms  %6.1f TFLOP/s%s\n", what.c_str(), r.ms, r.flops / (r.ms * 1e-3) / 1e12,
+                    kernels.c_str());
+      }
+      if (csv) {
+        const bool decode = s.q_len == 1;
+        std::fprintf(csv, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%.4f,", backend_name(b),
+                     decode ? "decode" : "prefill", s.kv == DType::kBF16 ? "bf16" : "fp8", s.batch, s.ctx, s.q_len,
+                     s.d, s.hq, s.hk, s.bs, int(s.contiguous), int(s.causal), r.kernels.c_str(), r.ms);
+        if (decode) std::fprintf(csv, "%.3f,,", r.bytes / (r.ms * 1e-3) / 1e12);
+        else std::fprintf(csv, ",%.2f,", r.flops / (r.ms * 1e-3) / 1e12);
+        std::fprintf(csv, "%.3f\n", copy_tbs);
+      }
+    } catch (const std::exception& ex) {
+      ++failures;
+      std::printf("%s  FAILED: %s\n", what.c_str(), ex.what());
+    }
+    std::fflush(stdout);
+  };
+
+  if (args.one_batch > 0) {  // one shape, for profilers
+    for (Backend b : args.backends) run(b, Shape{args.one_batch, args.one_ctx, 1}, 0, nullptr);
+    return failures ? 1 : 0;
+  }
+
+  std::printf("device: %s, %d SMs\n", prop.name, num_sms);
+  if (std::find(args.backends.begin(), args.backends.end(), Backend::kFlash3) != args.backends.end())
+    std::printf("FLASH_ATTN(v3): FA3 prefill kernel %s\n",
+                flash_attn_fa3_supported() ? "available" : "unavailable on this device/binary: its prefill runs FA2");
+  double copy_tbs = 0;
+  try {
+    copy_tbs = measure_copy_tbs();
+    std::printf("ceiling: device copy %.2f TB/s\n", copy_tbs);
+  } catch (const std::exception& ex) {
+    ++failures;
+    std::printf("ceiling: device copy FAILED: %s\n", ex.what());
+  }
 
   const char* out_dir = std::getenv("OUT");
   FILE* csv = out_dir ? std::fopen((std::string(out_dir) + "/attention_bench.csv").c_str(), "w") : nullptr;
-  if (csv) std::fprintf(csv, "kind,kv,batch,ctx,q_len,ms,tbs,tflops,copy_tbs\n");
-  std::vector<std::pair<int, int>> decode = {{1, 1024}, {1, 8192}, {1, 32768}, {16, 4096}, {64, 2048},
-                                             {128, 4096}, {256, 1024}, {32, 8192}};
-  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
-    for (auto [bsz, ctx] : decode) {
-      Setup s{bsz, ctx, 1};
-      s.kv = kv;
-      double bytes, flops;
-      float ms = run_shape(s, &bytes, &flops, prop.multiProcessorCount);
-      double tbs = bytes / (ms * 1e-3) / 1e12;
-      std::printf("decode  kv=%-6s batch=%4d ctx=%6d  %8.3f ms  %6.2f TB/s (%.0f%% of copy)\n",
-                  kv == DType::kBF16 ? "bf16" : "fp8", bsz, ctx, ms, tbs, 100 * tbs / copy_tbs);
-      if (csv) std::fprintf(csv, "decode,%s,%d,%d,1,%.4f,%.3f,,%.3f\n", kv == DType::kBF16 ? "bf16" : "fp8", bsz, ctx, ms, tbs, copy_tbs);
+  if (out_dir && !csv) std::printf("cannot write %s/attention_bench.csv\n", out_dir);
+  if (csv)
+    std::fprintf(csv, "backend,kind,kv,batch,ctx,q_len,head_size,q_heads,kv_heads,block_size,contiguous,causal,"
+                      "kernels,ms,tbs,tflops,copy_tbs\n");
+  std::vector<Case> cases;
+  if (args.decode) cases = decode_cases();
+  if (args.prefill) {
+    std::vector<Case> p = prefill_cases();
+    cases.insert(cases.end(), p.begin(), p.end());
+  }
+  for (const Case& c : cases) {
+    for (Backend b : args.backends) {
+      const bool runs = b == Backend::kTriton ? c.triton : c.flash;
+      if (runs) run(b, c.shape, copy_tbs, csv);
     }
   }
-  for (auto [bsz, len] : std::vector<std::pair<int, int>>{{4, 8192}, {1, 4096}}) {
-    Setup s{bsz, len, len};
-    double bytes, flops;
-    float ms = run_shape(s, &bytes, &flops, prop.multiProcessorCount);
-    double tf = flops / (ms * 1e-3) / 1e12;
-    std::printf("prefill causal batch=%d len=%d  %8.3f ms  %6.1f TFLOP/s\n", bsz, len, ms, tf);
-    if (csv) std::fprintf(csv, "prefill,bf16,%d,%d,%d,%.4f,,%.2f,%.3f\n", bsz, len, len, ms, tf, copy_tbs);
-  }
   if (csv) std::fclose(csv);
-  return 0;
+  if (failures) std::printf("%d shape(s) FAILED\n", failures);
+  return failures ? 1 : 0;
 }

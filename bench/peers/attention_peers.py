@@ -1,10 +1,33 @@
 """Peer attention numbers on the same shapes as bench/attention_bench.cu, in the same device call:
-PyTorch scaled_dot_product_attention with the flash and cuDNN backends (contiguous KV), and compiled
-FlexAttention for prefill. Prints one line per shape and writes $OUT/attention_peers.csv."""
+PyTorch scaled_dot_product_attention with the flash and cuDNN backends (contiguous KV, GQA through
+enable_gqa=True) for decode and prefill, and compiled FlexAttention for prefill. Prints one line per
+(peer, shape) in the style of attention_bench (`PEER decode ...` / `PEER prefill ...`; a peer that refuses a
+shape prints `FAILED: why`) and writes $OUT/attention_peers.csv."""
 import os
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SDPA_PEERS = [("SDPA(flash)", SDPBackend.FLASH_ATTENTION), ("SDPA(cudnn)", SDPBackend.CUDNN_ATTENTION)]
+FLEX = "FLEX(compiled)"
+
+DECODE_SHAPES = [(1, 1024), (1, 8192), (1, 32768), (16, 4096), (64, 2048), (128, 4096), (256, 1024), (32, 8192)]
+
+# (batch, n, head_size, kv_heads, causal) with 32 query heads: attention_bench's FLASH_ATTN prefill shapes (its
+# contiguous-cache case is what every peer runs anyway).
+PREFILL_SHAPES = [
+    (4, 8192, 128, 8, True),
+    (4, 8192, 128, 8, False),
+    (4, 8192, 128, 32, True),  # MHA, the peers' usual comparison
+    (4, 8192, 64, 8, True),
+    (4, 8192, 64, 8, False),
+    (4, 8192, 256, 8, True),
+    (4, 8192, 256, 8, False),
+    (1, 4096, 128, 8, True),
+]
+HQ = 32
 
 
 def median_ms(fn, iters):
@@ -23,60 +46,117 @@ def median_ms(fn, iters):
     return times[len(times) // 2]
 
 
+def timed(fn, iters):
+    """(ms, None) or (None, why): the exception and the warnings a refusing backend gives its reason in."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return median_ms(fn, iters), None
+        except Exception as e:  # a backend that refuses the shape, or runs out of memory
+            lines = str(e).strip().splitlines()
+            why = f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
+            reasons = [str(w.message).strip().splitlines()[0][:200] for w in caught if str(w.message).strip()]
+            if reasons:
+                why += " | " + " | ".join(dict.fromkeys(reasons))
+            return None, why
+
+
 def sdpa(backend, q, k, v, causal):
     with sdpa_kernel(backend):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
 
 
-def main():
-    out = os.environ.get("OUT", ".")
-    rows = []
-    hq, hk, d = 32, 8, 128
-    for batch, ctx in [(1, 1024), (1, 8192), (1, 32768), (16, 4096), (64, 2048), (128, 4096), (256, 1024), (32, 8192)]:
-        q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(batch, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn_like(k)
+def compiled_flex():
+    try:
+        import torch._dynamo
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        # One compiled graph per (head size, GQA, batch, mask): more than dynamo's default recompile limit.
+        for limit in ("cache_size_limit", "recompile_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, 64)
+        return torch.compile(flex_attention, dynamic=False), create_block_mask
+    except Exception as e:
+        print(f"{FLEX:14s} unavailable: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        return None, None
+
+
+def decode_peers(rows):
+    hq, hk, d = HQ, 8, 128
+    for batch, ctx in DECODE_SHAPES:
+        what = f"decode  kv=bf16 batch={batch:4d} ctx={ctx:6d}"
+        try:
+            q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(batch, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn_like(k)
+        except Exception as e:
+            print(f"{'inputs':14s} {what}  FAILED: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
         nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
-        for name, be in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]:
-            try:
-                ms = median_ms(lambda: sdpa(be, q, k, v, False), 50)
-                tbs = nbytes / (ms * 1e-3) / 1e12
-                print(f"peer decode {name:6s} batch={batch:4d} ctx={ctx:6d} {ms:8.3f} ms {tbs:6.2f} TB/s", flush=True)
-                rows.append(f"decode,{name},{batch},{ctx},1,{ms:.4f},{tbs:.3f},")
-            except Exception as e:  # a backend that refuses the shape
-                print(f"peer decode {name} batch={batch} ctx={ctx}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+        for name, be in SDPA_PEERS:
+            ms, why = timed(lambda: sdpa(be, q, k, v, False), 50)
+            if ms is None:
+                print(f"{name:14s} {what}  FAILED: {why}", flush=True)
+                continue
+            tbs = nbytes / (ms * 1e-3) / 1e12
+            print(f"{name:14s} {what}  {ms:8.3f} ms  {tbs:6.2f} TB/s", flush=True)
+            # causal=1 as attention_bench writes it: one query at the end of its context sees every key.
+            rows.append(f"{name},decode,bf16,{batch},{ctx},1,{d},{hq},{hk},1,{ms:.4f},{tbs:.3f},")
         del q, k, v
         torch.cuda.empty_cache()
-    try:
-        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
-        flex = torch.compile(flex_attention)
-    except Exception as e:
-        flex = None
-        print("flex unavailable:", e)
-    for batch, n in [(4, 8192), (1, 4096)]:
-        q = torch.randn(batch, hq, n, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn_like(k)
-        flops = 4.0 * d * hq * batch * (n * (n + 1) / 2)
-        for name, be in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]:
-            try:
-                ms = median_ms(lambda: sdpa(be, q, k, v, True), 10)
-                tf = flops / (ms * 1e-3) / 1e12
-                print(f"peer prefill {name:6s} batch={batch} len={n} {ms:8.3f} ms {tf:6.1f} TFLOP/s", flush=True)
-                rows.append(f"prefill,{name},{batch},{n},{n},{ms:.4f},,{tf:.2f}")
-            except Exception as e:
-                print(f"peer prefill {name}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+
+
+def prefill_peers(rows):
+    flex, create_block_mask = compiled_flex()
+    masks = {}
+    for batch, n, d, hk, causal in PREFILL_SHAPES:
+        hq = HQ
+        mask_name = "causal" if causal else "non-causal"
+        what = f"prefill {mask_name:10s} batch={batch} len={n:5d} d={d:3d} hq={hq} hk={hk:2d}"
+        try:
+            q = torch.randn(batch, hq, n, d, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(batch, hk, n, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn_like(k)
+        except Exception as e:
+            print(f"{'inputs':14s} {what}  FAILED: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        pairs = n * (n + 1) / 2 if causal else n * n
+        flops = 4.0 * d * hq * batch * pairs
+        peers = [(name, lambda be=be: sdpa(be, q, k, v, causal)) for name, be in SDPA_PEERS]
         if flex is not None:
-            try:
-                mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n, n)
-                ms = median_ms(lambda: flex(q, k, v, block_mask=mask, enable_gqa=True), 10)
-                tf = flops / (ms * 1e-3) / 1e12
-                print(f"peer prefill flex   batch={batch} len={n} {ms:8.3f} ms {tf:6.1f} TFLOP/s", flush=True)
-                rows.append(f"prefill,flex,{batch},{n},{n},{ms:.4f},,{tf:.2f}")
-            except Exception as e:
-                print(f"peer prefill flex: {type(e).__name__}: {str(e)[:160]}", flush=True)
+            block_mask = None  # non-causal: every key
+            if causal:
+                if n not in masks:
+                    try:
+                        masks[n] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n, n, device="cuda")
+                    except Exception as e:
+                        masks[n] = None
+                        print(f"{FLEX:14s} causal block mask len={n} FAILED: {type(e).__name__}: {str(e)[:200]}",
+                              flush=True)
+                block_mask = masks[n]
+            if not causal or block_mask is not None:
+                peers.append((FLEX, lambda bm=block_mask: flex(q, k, v, block_mask=bm, enable_gqa=True)))
+        for name, fn in peers:
+            ms, why = timed(fn, 10)
+            if ms is None:
+                print(f"{name:14s} {what}  FAILED: {why}", flush=True)
+                continue
+            tf = flops / (ms * 1e-3) / 1e12
+            print(f"{name:14s} {what}  {ms:8.3f} ms  {tf:6.1f} TFLOP/s", flush=True)
+            rows.append(f"{name},prefill,bf16,{batch},{n},{n},{d},{hq},{hk},{int(causal)},{ms:.4f},,{tf:.2f}")
+        del q, k, v, peers
+        torch.cuda.empty_cache()
+
+
+def main():
+    out = os.environ.get("OUT", ".")
+    print(f"peers: torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    rows = []
+    decode_peers(rows)
+    prefill_peers(rows)
     with open(os.path.join(out, "attention_peers.csv"), "w") as f:
-        f.write("kind,peer,batch,ctx,q_len,ms,tbs,tflops\n" + "\n".join(rows) + "\n")
+        f.write("backend,kind,kv,batch,ctx,q_len,head_size,q_heads,kv_heads,causal,ms,tbs,tflops\n")
+        f.write("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
