@@ -57,7 +57,7 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cuda
   // come from the block table, which the engine keeps in range).
   const uint64_t blocks = p.num_blocks > 0 ? uint64_t(p.num_blocks) : (uint64_t(1) << 31) / uint64_t(p.block_size);
   const uint64_t row_bytes = uint64_t(2) * D * 2;
-  // One TMA load per 16-token page, or per whole tile when every cache block holds whole tiles.
+  // TMA loads of whole tiles when every cache block holds whole tiles; else the cp.async gather (16).
   const uint32_t rows = p.block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
   CUtensorMap tkv = p.layout == KvLayout::kNHD
                         ? make_map(p.kv_cache, 2 * D, uint64_t(p.num_kv_heads), blocks * p.block_size, row_bytes,
@@ -66,6 +66,7 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cuda
                                    row_bytes * p.block_size, rows, 1);
   Fa3Args a;
   a.work = work;
+  a.kv_cache = p.kv_cache;
   a.out = p.out;
   a.seq_lens = p.seq_lens;
   a.block_tables = p.block_tables;

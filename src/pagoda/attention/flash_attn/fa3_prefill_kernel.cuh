@@ -1,10 +1,12 @@
 // PRIVATE to flash_attn/: the FA3 prefill kernel (FlashAttention-3 algorithm on Hopper, sm_90a).
 //
-// CTA = 2 consumer warpgroups (warps 0-7, 64 query rows each, 240 registers) + 1 producer warpgroup (24
-// registers; only its warp 8 works), 384 threads.
-// The producer's lane 0 issues TMA bulk tensor loads: the 128 x D query tile once, then for every KV tile
-// of kBlockN keys one 16-token page at a time (box 64 elements x 1 head x 16 tokens, so the block table
-// can scatter pages anywhere in the cache), each tile completing on its stage's mbarrier (k_full/v_full).
+// CTA = 2 consumer warpgroups (warps 0-7, 64 query rows each, 224 registers) + 1 producer warpgroup (56
+// registers), 384 threads.
+// The producer loads the 128 x D query tile with TMA, then every KV tile of kBlockN keys into a stage:
+// with TMA bulk tensor loads (one box of kBlockN rows per 64-column chunk) when every cache block holds
+// whole tiles, else gathered 16-token page by page with cp.async by the 128 producer threads (a TMA box
+// per 16-token page measured 40% slower: the small boxes, not the bytes, limit TMA). Either way the tile
+// completes on its stage's mbarrier (k_full/v_full).
 // Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
 // online softmax in registers (fp32, exp2), and O += P V with P from registers and V in shared memory
 // (MN-major). Intra-warpgroup overlap: S of the next tile is issued before P V of the current one, so the
@@ -33,12 +35,13 @@ namespace pagoda::flash_attn_detail {
 
 struct Fa3Args {
   const int4* work;  // {seq, m_block, q_start, q_len}
+  const void* kv_cache;
   void* out;         // [num_tokens, num_q_heads, head_size]
   const int* seq_lens;
   const int* block_tables;
   int max_blocks_per_seq;
   int block_size;
-  int rows_per_load;  // KV rows per TMA load: 16 (pages of 16 tokens) or kBlockN (blocks hold whole tiles)
+  int rows_per_load;  // kBlockN: whole tiles by TMA (blocks hold whole tiles); 16: 16-token pages by cp.async
   int num_q_heads;
   int num_kv_heads;
   int head_size;
@@ -101,6 +104,14 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// Arrives on the mbarrier when this thread's earlier cp.async copies have landed (counted in its init count).
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -186,11 +197,13 @@ __global__ void __launch_bounds__(384, 1)
   const int n_tiles = n_last - n_first + 1;  // tiles run from n_last down to n_first
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool tma_kv = a.rows_per_load == BN;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    const int fill_count = tma_kv ? 1 : 128;  // TMA: one expect_tx arrival; cp.async: every producer thread
     for (int s = 0; s < S; ++s) {
-      mbar_init(&k_full[s], 1);
-      mbar_init(&v_full[s], 1);
+      mbar_init(&k_full[s], fill_count);
+      mbar_init(&v_full[s], fill_count);
       mbar_init(&k_empty[s], 8);
       mbar_init(&v_empty[s], 8);
     }
@@ -199,75 +212,92 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   if (warp >= 8) {
-    // ---------------- producer warpgroup: warp 8 loads, 9-11 leave ----------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (warp > 8) return;
+    // ---------------- producer warpgroup ----------------
+    // Register budget: the CTA holds 384 x 168 = 64512 registers; 2 x 128 x 224 + 128 x 56 = 64512 (an
+    // increase the pool cannot cover would block setmaxnreg.inc forever).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     const int* bt = a.block_tables + size_t(seq) * a.max_blocks_per_seq;
-    if (lane == 0) {
+    if (threadIdx.x == 256) {
       mbar_expect_tx(q_full, Tr::kQBytes);
 #pragma unroll
       for (int c = 0; c < Tr::kChunks; ++c)
         tma_load_3d(smem + c * Tr::kQChunkBytes, &tq, q_full, c * 64, h, q_start + row0);
     }
-    constexpr int kPages = BN / 16;
+    if (tma_kv) {
+      // Blocks hold whole tiles: one TMA box of BN rows per 64-column chunk, issued by one thread.
+      if (threadIdx.x != 256) return;
+      for (int it = 0; it < n_tiles; ++it) {
+        const int n = n_last - it;
+        const int stage = it % S;
+        const int key = n * BN;
+        const int b = key / a.block_size;
+        const int blk = __ldg(bt + b);
+        const int off = key - b * a.block_size;
+        const int c1 = a.hnd ? off : kvh;
+        const int c2 = a.hnd ? blk * a.num_kv_heads + kvh : blk * a.block_size + off;
+        uint8_t* k_dst = smem + Tr::kOffK + stage * Tr::kKvBytes;
+        uint8_t* v_dst = smem + Tr::kOffV + stage * Tr::kKvBytes;
+        if (it >= S) mbar_wait(&k_empty[stage], ((it / S) + 1) & 1);
+        mbar_expect_tx(&k_full[stage], Tr::kKvBytes);
+#pragma unroll
+        for (int c = 0; c < Tr::kChunks; ++c)
+          tma_load_3d(k_dst + c * Tr::kKvChunkBytes, &tkv, &k_full[stage], c * 64, c1, c2);
+        if (it >= S) mbar_wait(&v_empty[stage], ((it / S) + 1) & 1);
+        mbar_expect_tx(&v_full[stage], Tr::kKvBytes);
+#pragma unroll
+        for (int c = 0; c < Tr::kChunks; ++c)
+          tma_load_3d(v_dst + c * Tr::kKvChunkBytes, &tkv, &v_full[stage], D + c * 64, c1, c2);
+      }
+      return;
+    }
+    // 16-token pages anywhere in the cache: the 128 producer threads gather the tile with 16-byte cp.async
+    // copies (consecutive threads read consecutive 16 bytes of a row: coalesced), writing the swizzled
+    // layout TMA would have written; each thread's copies arrive on the stage's barrier when they land.
+    // Rows past the context whose page is unmapped are zero-filled.
+    constexpr int G = D / 8;          // 16-byte granules per row
+    constexpr int kRowStep = 128 / G;  // rows covered by one pass of the 128 threads
+    constexpr int kRowsPerThread = BN / kRowStep;
+    const int pt = threadIdx.x - 256;
+    const int g = pt % G, r0 = pt / G;
+    const int tok_step = a.hnd ? 1 : a.num_kv_heads;  // cache rows (of 2D elements) between consecutive tokens
+    const T* kv = static_cast<const T*>(a.kv_cache);
+    const uint32_t k_smem = smem_addr(smem + Tr::kOffK), v_smem = smem_addr(smem + Tr::kOffV);
+    const uint32_t dst0 = (g / 8) * Tr::kKvChunkBytes;
     for (int it = 0; it < n_tiles; ++it) {
       const int n = n_last - it;
       const int stage = it % S;
-      // Page coordinates: lane p < kPages looks up page p of the tile (keys past the context load
-      // out-of-bounds rows, which TMA fills with zeros).
-      const int R = a.rows_per_load;  // 16, or BN when every block holds whole tiles
-      const int pages = BN / R;
-      int row = -R, blk = 0;
-      const int key = n * BN + lane * R;
-      if (lane < pages && key < ctx) {
-        const int b = key / a.block_size;
-        blk = __ldg(bt + b);
-        row = blk * a.block_size + (key - b * a.block_size);
+      // Lane p of every warp: the cache row of page p's first token for this KV head (-1: unmapped).
+      int page_row = -1;
+      const int pkey = n * BN + lane * 16;
+      if (lane < BN / 16 && pkey < ctx) {
+        const int b = pkey / a.block_size;
+        const int blk = __ldg(bt + b);
+        const int off = pkey - b * a.block_size;
+        page_row = a.hnd ? (blk * a.num_kv_heads + kvh) * a.block_size + off
+                         : (blk * a.block_size + off) * a.num_kv_heads + kvh;
       }
-      // One page's TMA coordinates (all lanes shuffle, lane 0 issues).
-      auto page = [&](int p, int& c1, int& c2) {
-        const int r = __shfl_sync(0xffffffffu, row, p);
-        const int b = __shfl_sync(0xffffffffu, blk, p);
-        if (a.hnd) {  // [num_blocks * kv_heads, block_size, 2D]
-          c1 = r >= 0 ? r - b * a.block_size : -R;
-          c2 = r >= 0 ? b * a.num_kv_heads + kvh : 0;
-        } else {      // [num_blocks * block_size, kv_heads, 2D]
-          c1 = kvh;
-          c2 = r;
+      auto gather = [&](uint32_t base, int col) {
+#pragma unroll 4
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          const int r = r0 + i * kRowStep;
+          const int pr = __shfl_sync(0xffffffffu, page_row, r / 16);
+          const bool valid = pr >= 0;
+          const T* src = valid ? kv + size_t(pr + (r % 16) * tok_step) * (2 * D) + col + g * 8 : kv;
+          cp_async_16(base + dst0 + r * 128 + (((g % 8) ^ (r % 8)) << 4), src, valid ? 16 : 0);
         }
       };
-      uint8_t* k_dst = smem + Tr::kOffK + stage * Tr::kKvBytes;
-      uint8_t* v_dst = smem + Tr::kOffV + stage * Tr::kKvBytes;
       if (it >= S) mbar_wait(&k_empty[stage], ((it / S) + 1) & 1);
-      if (lane == 0) mbar_expect_tx(&k_full[stage], Tr::kKvBytes);
-#pragma unroll
-      for (int p = 0; p < kPages; ++p) {
-        if (p >= pages) break;
-        int c1, c2;
-        page(p, c1, c2);
-        if (lane == 0)
-#pragma unroll
-          for (int c = 0; c < Tr::kChunks; ++c)
-            tma_load_3d(k_dst + c * Tr::kKvChunkBytes + p * R * 128, &tkv, &k_full[stage], c * 64, c1, c2);
-      }
+      gather(k_smem + stage * Tr::kKvBytes, 0);
+      cp_async_arrive(&k_full[stage]);
       if (it >= S) mbar_wait(&v_empty[stage], ((it / S) + 1) & 1);
-      if (lane == 0) mbar_expect_tx(&v_full[stage], Tr::kKvBytes);
-#pragma unroll
-      for (int p = 0; p < kPages; ++p) {
-        if (p >= pages) break;
-        int c1, c2;
-        page(p, c1, c2);
-        if (lane == 0)
-#pragma unroll
-          for (int c = 0; c < Tr::kChunks; ++c)
-            tma_load_3d(v_dst + c * Tr::kKvChunkBytes + p * R * 128, &tkv, &v_full[stage], D + c * 64, c1, c2);
-      }
+      gather(v_smem + stage * Tr::kKvBytes, D);
+      cp_async_arrive(&v_full[stage]);
     }
     return;
   }
 
   // ---------------- consumer warpgroups ----------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   const int wg = warp / 4;                   // 0 or 1: rows wg*64 .. +63 of the tile
   const int wrow = (warp % 4) * 16 + lane / 4;  // this thread's first row within the warpgroup's 64
   const int t0 = row0 + wg * 64 + wrow;         // query token (within the sequence) of the thread's rows t0, t0+8
@@ -382,6 +412,7 @@ __global__ void __launch_bounds__(384, 1)
   mbar_wait(q_full, 0);
   // Prologue: S of the first tile, its softmax.
   mbar_wait(&k_full[0], 0);
+  if (!tma_kv) fence_proxy_async();  // cp.async (generic proxy) writes -> wgmma (async proxy) reads
   turn_begin();
   wgmma_fence();
   issue_s(0);
@@ -399,6 +430,7 @@ __global__ void __launch_bounds__(384, 1)
     const int cur = (it - 1) % S, nxt = it % S;
     mbar_wait(&k_full[nxt], (it / S) & 1);
     mbar_wait(&v_full[cur], ((it - 1) / S) & 1);
+    if (!tma_kv) fence_proxy_async();
     turn_begin();
     wgmma_fence();
     issue_s(nxt);
@@ -428,6 +460,7 @@ __global__ void __launch_bounds__(384, 1)
   {
     const int cur = (n_tiles - 1) % S;
     mbar_wait(&v_full[cur], ((n_tiles - 1) / S) & 1);
+    if (!tma_kv) fence_proxy_async();
     turn_begin();
     wgmma_fence();
     issue_pv(cur);

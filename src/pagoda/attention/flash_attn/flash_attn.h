@@ -7,11 +7,14 @@
 //       with masked loads), bf16/fp16 with KV in the model dtype or fp8. These are the tensor-core kernels
 //       that TRITON_ATTN also runs (triton_attn/), planned the same way.
 //   FA3 (SM 9.0, kernels compiled for sm_90a): prefill chunks (query length > 1) run a
-//       FlashAttention-3-class kernel: TMA bulk tensor loads of Q and of the paged K/V tiles completing on
-//       mbarriers, a producer warp and two consumer warpgroups (warp specialization), wgmma for
-//       S = Q K^T and O += P V with the softmax in registers. Head sizes 64, 128 and 256, bf16/fp16,
-//       KV in the model dtype. Everything else in an FA3 step (decode tokens, other head sizes, fp8 KV,
-//       ALiBi) runs the FA2 kernels in the same step.
+//       FlashAttention-3-class kernel (fa3_prefill_kernel.cuh): a producer warpgroup and two consumer
+//       warpgroups (warp specialization, ping-pong between the consumers, the next tile's S = Q K^T issued
+//       before the current P V so the softmax overlaps the tensor cores), wgmma for both GEMMs, Q by TMA,
+//       K/V tiles by TMA bulk tensor loads when every cache block holds whole tiles (block size a multiple
+//       of 128; 64 at head 256) or gathered page by page with cp.async otherwise, completing on mbarriers;
+//       sinks, sliding window, soft-cap. Head sizes 64, 128 and 256, bf16/fp16, KV in the model dtype.
+//       Everything else in an FA3 step (decode tokens, other head sizes, fp8 KV, ALiBi) runs the FA2
+//       kernels in the same step.
 //
 // Host side as TRITON_ATTN: plan once per step (may upload a work list), run() only launches, so a
 // decode step can be captured in a CUDA graph.

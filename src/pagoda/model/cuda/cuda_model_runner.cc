@@ -371,6 +371,9 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   }
   m.kv_layer_bytes = align_up(size_t(blocks) * block_bytes);
   m.kv = DeviceBuffer(m.kv_layer_bytes * c.num_layers);
+  // Zeroed once: attention kernels may load whole pages past a sequence's end (masked, but P = 0 times a
+  // NaN bit pattern would still poison O), so every slot holds a finite value from the start.
+  PAGODA_CUDA_CHECK(cudaMemset(m.kv.data(), 0, m.kv_layer_bytes * c.num_layers));
   cache_.num_blocks = blocks;
   cache_.block_size = options.block_size;
   cache_.dtype = options.kv_dtype;
@@ -494,6 +497,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     ap.head_size = D;
     ap.block_size = bs;
     ap.max_blocks_per_seq = m.max_blocks_cap;  // block tables are uploaded with this row stride
+    ap.num_blocks = int(cache_.num_blocks);
     ap.query_start_loc = d_qsl;
     ap.seq_lens = d_sl;
     ap.block_tables = d_bt;
