@@ -111,6 +111,31 @@ TEST_P(FlashAttnGpu, GqaRatiosAndBlockSizes) {
   }
 }
 
+// Both FA3 load paths: block sizes holding whole tiles (128 keys; 64 at head 256) take TMA tile loads, 16
+// the cp.async page gather; causal and non-causal (FA2: the same kernels with the causal bound lifted).
+TEST_P(FlashAttnGpu, WholeTileLoadsAndNonCausal) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int head_size, block_size;
+    KvLayout layout;
+  };
+  const std::vector<Shape> shapes{{128, 128, KvLayout::kNHD}, {128, 256, KvLayout::kHND}, {64, 128, KvLayout::kNHD},
+                                  {256, 64, KvLayout::kNHD},  {256, 128, KvLayout::kHND}, {128, 16, KvLayout::kNHD}};
+  for (const Shape& sh : shapes) {
+    for (bool causal : {true, false}) {
+      Case c;
+      c.query_lens = {300, 129, 1, 64};
+      c.seq_lens = {300, 1000, 50, 64};
+      c.head_size = sh.head_size;
+      c.block_size = sh.block_size;
+      c.layout = sh.layout;
+      c.causal = causal;
+      c.seed = unsigned(sh.head_size + sh.block_size + (causal ? 1 : 0));
+      run_case(c);
+    }
+  }
+}
+
 // Decode tokens and prefill chunks over cached prefixes in one step: under FA3 the prefill chunks run the
 // FA3 kernel and the decode tokens the FA2 decode plan.
 TEST_P(FlashAttnGpu, MixedPrefillDecodeBatch) {

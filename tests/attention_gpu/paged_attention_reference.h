@@ -52,6 +52,7 @@ struct Case {
   int sliding_window = 0;
   float softcap = 0.f;
   bool alibi = false, sinks = false;
+  bool causal = true;     // false: every query token attends the whole context
   int force_splits = 0;   // > 0: exactly this many KV splits
   int check_every = 1;    // reference on every n-th query token (long prefills)
   int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
@@ -71,6 +72,7 @@ inline std::string describe(const Case& c) {
   if (c.force_splits > 0) s += " splits=" + std::to_string(c.force_splits);
   if (c.layout == KvLayout::kHND) s += " HND";
   if (c.q_pad > 0) s += " strided-q";
+  if (!c.causal) s += " non-causal";
   return s;
 }
 
@@ -191,6 +193,7 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
   p.k_scale = k_scale;
   p.v_scale = v_scale;
   p.sliding_window = c.sliding_window;
+  p.causal = c.causal;
   p.softcap = c.softcap;
   p.alibi_slopes = c.alibi ? dslopes : nullptr;
   p.sinks = c.sinks ? dsinks : nullptr;
@@ -226,7 +229,7 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
         const double* qv = &qd[(size_t(tok) * Hq + h) * D];
         sc.assign(ctx, -INFINITY);
         double m = -INFINITY;
-        for (int key = 0; key <= pos && key < ctx; ++key) {
+        for (int key = 0; (!c.causal || key <= pos) && key < ctx; ++key) {
           if (c.sliding_window > 0 && key <= pos - c.sliding_window) continue;
           const double* kv = &cached[slot_index(s, key, kvh)];
           double dot = 0;
