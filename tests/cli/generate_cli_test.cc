@@ -1,5 +1,8 @@
 // `pagoda generate` through the binary: the stories260K golden text, the reference models' greedy tokens,
 // the --output-json contract, streaming, and errors.
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
@@ -145,6 +148,30 @@ TEST(GenerateCli, Errors) {
   r = run_pagoda("generate --device cuda --max-tokens 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, testing::HasSubstr("--device cuda"));
+}
+
+// A checkpoint that declares a KV-cache quantization scheme gets an fp8 cache; its scales are not loaded,
+// which startup must say (and an explicit 16-bit cache needs no scales, so no warning then).
+TEST(GenerateCli, KvCacheSchemeWithoutLoadedScalesWarns) {
+  namespace fs = std::filesystem;
+  const fs::path src = test_data_dir() + "/reference/llama-tiny";  // head size 32: the CPU's fp8 cache takes it
+  const fs::path dir = fs::temp_directory_path() / ("pagoda_kv_scheme_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  Json cfg = load_json((dir / "config.json").string());
+  cfg["quantization_config"] = Json::parse(R"({"quant_method": "compressed-tensors",
+      "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "attn_head"}})");
+  std::ofstream((dir / "config.json").string()) << cfg.dump(2);
+  auto r = run_pagoda("generate --model " + dir.string() + " --prompt-token-ids 1,2,3 --temperature 0 --max-tokens 4");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("kv_cache_dtype=fp8"));
+  EXPECT_THAT(r.err, testing::HasSubstr("KV-cache quantization scheme (strategy 'attn_head'), but pagoda does not "
+                                        "load KV-cache scales from checkpoints yet: every layer uses k_scale = "
+                                        "v_scale = 1.0 (the per-head scales are not applied)."));
+  r = run_pagoda("generate --model " + dir.string() + " --kv-cache-dtype bfloat16 --prompt-token-ids 1,2,3 --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::Not(testing::HasSubstr("KV-cache scales")));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/strings.h"
 #include "pagoda/hub/hub.h"
 #ifdef PAGODA_WITH_CUDA_MODEL
 #include "pagoda/model/cuda/cuda_model_runner.h"
@@ -128,6 +129,12 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
 
   ResolvedAttentionSettings s = resolve_attention_settings(v, e.device.kind);
   e.kv_cache_dtype = effective_kv_cache_dtype(s.kv_cache_dtype, cfg.has_kv_cache_scheme);
+  if (cfg.has_kv_cache_scheme && starts_with(e.kv_cache_dtype, "fp8"))
+    PAGODA_LOG_WARNING("The checkpoint declares a KV-cache quantization scheme (strategy '",
+                       cfg.kv_cache_scheme_strategy.value_or("unspecified"),
+                       "'), but pagoda does not load KV-cache scales from checkpoints yet: every layer uses "
+                       "k_scale = v_scale = 1.0", cfg.kv_cache_scheme_strategy.value_or("") == "attn_head"
+                       ? " (the per-head scales are not applied)" : "", ".");
   PAGODA_LOG_INFO("Initializing engine: model=", dummy_model ? e.model_name : e.model_dir,
                   ", architecture=", cfg.architecture_name, ", dtype=", dtype_name(e.model_dtype),
                   ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
