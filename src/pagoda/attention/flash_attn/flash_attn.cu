@@ -4,18 +4,13 @@
 #include <numeric>
 #include <vector>
 
+#include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/flash_attn/fa3_prefill.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 
 using flash_attn_detail::kFa3BlockM;
-
-#define PAGODA_CUDA_OK(x)                                                         \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    PAGODA_CHECK(e_ == cudaSuccess, #x, ": ", cudaGetErrorString(e_));            \
-  } while (0)
 
 FlashAttnWorkspace::~FlashAttnWorkspace() {
   cudaFree(fa3_work);

@@ -7,15 +7,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 #include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
 #include "pagoda/core/error.h"
-
-#define PAGODA_CUDA_OK(expr)                                                               \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    PAGODA_CHECK(e_ == cudaSuccess, #expr, ": ", cudaGetErrorString(e_));                  \
-  } while (0)
 
 namespace pagoda {
 namespace {
