@@ -273,4 +273,26 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
   std::printf("[attention] %-9s %-96s max|err| %.3e (bound %.3e)\n", kernel.c_str(), describe(c).c_str(), err, tol);
 }
 
+// Decode with split KV, shared by the backends' tests: forced split counts (what a captured decode step
+// uses) over short and long contexts, and one long context where the planner chooses the splits.
+inline std::vector<Case> decode_split_kv_cases() {
+  std::vector<Case> cases;
+  for (int splits : {1, 3, 16}) {
+    Case c;
+    c.query_lens = {1, 1, 1};
+    c.seq_lens = {4099, 1, 1000};
+    c.num_q_heads = 32;
+    c.num_kv_heads = 8;
+    c.force_splits = splits;
+    cases.push_back(c);
+  }
+  Case automatic;  // batch 1, long context: the planner splits
+  automatic.query_lens = {1};
+  automatic.seq_lens = {8000};
+  automatic.num_q_heads = 32;
+  automatic.num_kv_heads = 8;
+  cases.push_back(automatic);
+  return cases;
+}
+
 }  // namespace pagoda::attention_test

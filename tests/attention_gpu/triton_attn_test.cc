@@ -98,21 +98,7 @@ TEST(TritonAttnGpu, MixedPrefillDecodeBatch) {
 
 TEST(TritonAttnGpu, DecodeSplitKv) {
   SKIP_WITHOUT_GPU();
-  for (int splits : {1, 3, 16}) {
-    Case c;
-    c.query_lens = {1, 1, 1};
-    c.seq_lens = {4099, 1, 1000};
-    c.num_q_heads = 32;
-    c.num_kv_heads = 8;
-    c.force_splits = splits;
-    run_case(c);
-  }
-  Case automatic;  // batch 1, long context: the planner splits
-  automatic.query_lens = {1};
-  automatic.seq_lens = {8000};
-  automatic.num_q_heads = 32;
-  automatic.num_kv_heads = 8;
-  run_case(automatic);
+  for (const Case& c : attention_test::decode_split_kv_cases()) run_case(c);
 }
 
 TEST(TritonAttnGpu, StridedQuery) {
