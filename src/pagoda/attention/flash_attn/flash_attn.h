@@ -29,7 +29,7 @@ namespace pagoda {
 struct FlashAttnOptions {
   int version = 2;   // the resolved FlashAttention version: 2 or 3
   int num_sms = 132;
-  int max_splits = 32;        // KV splits of the FA2 decode kernel (fixed under CUDA-graph capture)
+  int max_splits = 64;        // KV splits of the FA2 decode kernel (fixed under CUDA-graph capture)
   bool force_splits = false;  // exactly max_splits (graph capture)
 };
 

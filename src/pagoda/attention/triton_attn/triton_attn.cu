@@ -233,7 +233,8 @@ void PagedAttentionWorkspace::reserve(int max_tokens_, int max_seqs, int num_q_h
   capacity_items = ((max_tokens * num_q_heads) / kBlockM + max_seqs + 1) * max_splits;
   PAGODA_CUDA_OK(cudaMalloc(&work, sizeof(int4) * capacity_items));
   PAGODA_CUDA_OK(cudaMallocHost(&host_work, sizeof(int4) * capacity_items));
-  size_t rows = size_t(max_splits) * max_tokens * num_q_heads;
+  split_tokens = std::min(max_tokens, kMaxSplitTokens);
+  size_t rows = size_t(max_splits) * split_tokens * num_q_heads;
   PAGODA_CUDA_OK(cudaMalloc(&partial_out, sizeof(float) * rows * head_size));
   PAGODA_CUDA_OK(cudaMalloc(&partial_ml, sizeof(float) * rows * 2));
 }
@@ -284,6 +285,9 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     }
   }
   splits = std::max(1, std::min(splits, ws.max_splits));
+  long step_tokens = 0;  // token ids index the split partials: a step may split only within split_tokens
+  for (int q : batch.query_lens) step_tokens += q;
+  if (step_tokens > ws.split_tokens) splits = 1;
   int n = 0;
   int4* items = reinterpret_cast<int4*>(ws.host_work);
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
@@ -316,7 +320,9 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
   PAGODA_CHECK(p.num_tokens <= ws.max_tokens, "num_tokens ", p.num_tokens, " > workspace max_tokens ", ws.max_tokens);
   PagedAttentionParams pp = p;
   pp.block_size_log2 = (p.block_size & (p.block_size - 1)) == 0 ? __builtin_ctz(unsigned(p.block_size)) : -1;
-  KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.max_tokens,
+  PAGODA_CHECK(ws.num_splits == 1 || p.num_tokens <= ws.split_tokens, "split KV over ", p.num_tokens,
+               " tokens > the workspace's split_tokens ", ws.split_tokens);
+  KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.split_tokens,
                   ws.split_needs_merge, ws.all_decode};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");

@@ -75,18 +75,22 @@ class PagedAttentionWorkspace {
   int num_work_items = 0;  // CTAs of the main kernel
   int num_splits = 1;
   int* work = nullptr;     // device: per item {seq, row_start, split, num_splits_of_seq}
-  float* partial_out = nullptr;  // device: [max_splits, max_tokens, num_q_heads, head_size]
-  float* partial_ml = nullptr;   // device: [max_splits, max_tokens, num_q_heads, 2]
+  float* partial_out = nullptr;  // device: [max_splits, split_tokens, num_q_heads, head_size]
+  float* partial_ml = nullptr;   // device: [max_splits, split_tokens, num_q_heads, 2]
   int* host_work = nullptr;      // pinned staging of `work`
   int capacity_items = 0;
   int max_tokens = 0, max_splits = 0, num_q_heads = 0, head_size = 0;
+  // Steps of at most this many tokens may split KV (the partials' leading dimension): splitting pays only
+  // when few query tiles exist, so the scratch need not scale with max_tokens.
+  int split_tokens = 0;
+  static constexpr int kMaxSplitTokens = 512;
   bool split_needs_merge = false;
   bool all_decode = false;  // every planned tile has <= 16 query rows
 };
 
 struct PagedAttentionOptions {
   int num_sms = 132;
-  int max_splits = 32;        // upper bound on KV splits (fixed under CUDA-graph capture)
+  int max_splits = 64;        // upper bound on KV splits (fixed under CUDA-graph capture)
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
   int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
 };

@@ -27,7 +27,7 @@ struct KernelArgs {
   const int4* work;  // {seq, row_start, split, num_splits}
   float* partial_out;
   float* partial_ml;
-  int partial_tokens;  // leading dimension of the partials (workspace max_tokens)
+  int partial_tokens;  // leading dimension of the partials (workspace split_tokens)
   bool write_partial;
   bool all_decode;     // every work item is decode-shaped (<= 16 query rows): the decode-only kernel runs
 };

@@ -344,7 +344,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.err_host = PinnedBuffer(4);
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
   m.attention.configure(options, c, m.num_sms, options.use_prefill_decode_attention);
-  m.attention.reserve(int(T), int(S), 32);
+  m.attention.reserve(int(T), int(S), 64);  // eager steps: the planner picks up to 64 KV splits
   if (!options.enforce_eager)
     for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
       if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
