@@ -54,6 +54,7 @@ struct Case {
   bool alibi = false, sinks = false;
   bool causal = true;     // false: every query token attends the whole context
   int force_splits = 0;   // > 0: exactly this many KV splits
+  int launches = 1;       // > 1: relaunch with the output poisoned again, as a replayed decode step would
   int check_every = 1;    // reference on every n-th query token (long prefills)
   int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
   unsigned seed = 1;
@@ -70,6 +71,7 @@ inline std::string describe(const Case& c) {
   if (c.alibi) s += " alibi";
   if (c.sinks) s += " sinks";
   if (c.force_splits > 0) s += " splits=" + std::to_string(c.force_splits);
+  if (c.launches > 1) s += " launches=" + std::to_string(c.launches);
   if (c.layout == KvLayout::kHND) s += " HND";
   if (c.q_pad > 0) s += " strided-q";
   if (!c.causal) s += " non-causal";
@@ -275,6 +277,8 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
 
 // Decode with split KV, shared by the backends' tests: forced split counts (what a captured decode step
 // uses) over short and long contexts, and one long context where the planner chooses the splits.
+// Split-KV decode. The split decode kernel merges in place (the last CTA of a row group, counted on
+// device counters that must re-arm): the split cases run three times, each on a freshly poisoned output.
 inline std::vector<Case> decode_split_kv_cases() {
   std::vector<Case> cases;
   for (int splits : {1, 3, 16}) {
@@ -284,6 +288,7 @@ inline std::vector<Case> decode_split_kv_cases() {
     c.num_q_heads = 32;
     c.num_kv_heads = 8;
     c.force_splits = splits;
+    c.launches = splits > 1 ? 3 : 1;
     cases.push_back(c);
   }
   Case automatic;  // batch 1, long context: the planner splits
@@ -291,8 +296,15 @@ inline std::vector<Case> decode_split_kv_cases() {
   automatic.seq_lens = {8000};
   automatic.num_q_heads = 32;
   automatic.num_kv_heads = 8;
+  automatic.launches = 3;
   cases.push_back(automatic);
   return cases;
+}
+
+// Between launches of a `launches > 1` case: NaN in every float format again, so the check sees only what
+// the last launch wrote.
+inline void repoison_output(const PagedAttentionParams& p) {
+  CUDA_OK(cudaMemset(p.out, 0xff, size_t(p.num_tokens) * p.num_q_heads * p.head_size * dtype_size(p.dtype)));
 }
 
 }  // namespace pagoda::attention_test

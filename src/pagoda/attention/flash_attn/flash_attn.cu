@@ -57,6 +57,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   fa2.num_sms = options.num_sms;
   fa2.max_splits = options.max_splits;
   fa2.force_splits = options.force_splits;
+  fa2.in_kernel_merge_min_splits = options.in_kernel_merge_min_splits;
   ws.fa3_items = 0;
   ws.fa3_only = false;
   const bool fa3 = options.version == 3 && flash_attn_fa3_supported() &&

@@ -19,6 +19,7 @@ using triton_attn_detail::KernelArgs;
 using triton_attn_detail::kBlockM;
 using triton_attn_detail::kLog2e;
 using triton_attn_detail::kThreads;
+using triton_attn_detail::from_f;
 
 template <typename T>
 __device__ __forceinline__ float to_f(T v) { return float(v); }
@@ -26,15 +27,6 @@ template <>
 __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
 __device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv, DType model) {
   switch (kv) {
@@ -150,62 +142,30 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
   }
 }
 
-// Combines the KV splits of every row of the split-0 work items.
+// Combines the KV splits of every row of the split-0 work items (steps the tensor-core decode kernel did not
+// serve: it merges its own splits).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
-  const PagedAttentionParams& p = args.p;
   const int4 w = args.work[blockIdx.x];
   if (w.z != 0) return;
-  const int seq = w.x, row_start = w.y;
-  const int kvh = blockIdx.y;
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int q_begin = p.query_start_loc[seq];
-  const int rows_total = (p.query_start_loc[seq + 1] - q_begin) * G;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int hs = p.head_size;
-  const size_t split_stride = size_t(args.partial_tokens) * p.num_q_heads;
-  for (int r = warp; r < kBlockM; r += kThreads / 32) {
-    int R = row_start + r;
-    if (R >= rows_total) break;
-    int tok = q_begin + R / G, h = kvh * G + R % G;
-    size_t row = size_t(tok) * p.num_q_heads + h;
-    float m = -INFINITY;
-    for (int s = 0; s < num_splits; ++s) m = fmaxf(m, args.partial_ml[(s * split_stride + row) * 2]);
-    if (p.sinks) m = fmaxf(m, p.sinks[h] * kLog2e);
-    float m_use = m == -INFINITY ? 0.f : m;
-    float l = 0.f;
-    for (int s = 0; s < num_splits; ++s) {
-      float ms = args.partial_ml[(s * split_stride + row) * 2];
-      l += args.partial_ml[(s * split_stride + row) * 2 + 1] * exp2f(ms - m_use);
-    }
-    if (p.sinks) l += exp2f(p.sinks[h] * kLog2e - m_use);
-    float inv = l > 0.f ? p.v_scale / l : 0.f;
-    for (int d = lane; d < hs; d += 32) {
-      float o = 0.f;
-      for (int s = 0; s < num_splits; ++s) {
-        float ms = args.partial_ml[(s * split_stride + row) * 2];
-        if (ms == -INFINITY) continue;
-        o += args.partial_out[(s * split_stride + row) * hs + d] * exp2f(ms - m_use);
-      }
-      static_cast<T*>(p.out)[row * hs + d] = from_f<T>(o * inv);
-    }
-  }
+  triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
 }
 
 template <typename T>
 void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, bool tensor_cores, cudaStream_t stream) {
   dim3 grid(ws.num_work_items, args.p.num_kv_heads);
+  bool merged = false;  // the kernel merged its KV splits itself (the last CTA of each row group)
   if (tensor_cores) {
     if constexpr (std::is_same_v<T, float>) {
       PAGODA_CHECK(false, "tensor-core attention has no fp32 variant");
     } else {
-      triton_attn_detail::launch_unified<T>(args, ws.num_work_items, stream);
+      merged = triton_attn_detail::launch_unified<T>(args, ws.num_work_items, stream);
     }
   } else {
     fallback_attention_kernel<T><<<grid, kThreads, 0, stream>>>(args);
   }
   PAGODA_CUDA_OK(cudaGetLastError());
-  if (args.write_partial) {
+  if (args.write_partial && !merged) {
     merge_partials_kernel<T><<<grid, kThreads, 0, stream>>>(args, ws.num_splits);
     PAGODA_CUDA_OK(cudaGetLastError());
   }
@@ -214,6 +174,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
 }  // namespace
 
 PagedAttentionWorkspace::~PagedAttentionWorkspace() {
+  cudaFree(split_counters);
   cudaFree(work);
   cudaFree(partial_out);
   cudaFree(partial_ml);
@@ -225,6 +186,8 @@ void PagedAttentionWorkspace::reserve(int max_tokens_, int max_seqs, int num_q_h
   cudaFree(partial_out);
   cudaFree(partial_ml);
   cudaFreeHost(host_work);
+  cudaFree(split_counters);
+  split_counters = nullptr;
   max_tokens = max_tokens_;
   max_splits = std::max(1, max_splits_);
   num_q_heads = num_q_heads_;
@@ -237,6 +200,10 @@ void PagedAttentionWorkspace::reserve(int max_tokens_, int max_seqs, int num_q_h
   size_t rows = size_t(max_splits) * split_tokens * num_q_heads;
   PAGODA_CUDA_OK(cudaMalloc(&partial_out, sizeof(float) * rows * head_size));
   PAGODA_CUDA_OK(cudaMalloc(&partial_ml, sizeof(float) * rows * 2));
+  // One counter per row group (query tile of a sequence) and KV head (<= query heads); zero between launches.
+  const size_t groups = size_t(capacity_items / max_splits) * num_q_heads;
+  PAGODA_CUDA_OK(cudaMalloc(&split_counters, sizeof(int) * groups));
+  PAGODA_CUDA_OK(cudaMemset(split_counters, 0, sizeof(int) * groups));
 }
 
 bool paged_attention_uses_tensor_cores(DType dtype, int head_size) {
@@ -311,6 +278,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   }
   ws.all_decode = all_decode;
   ws.split_needs_merge = splits > 1;
+  ws.merge_in_kernel = all_decode && splits >= opt.in_kernel_merge_min_splits;
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
 
@@ -323,7 +291,8 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
   PAGODA_CHECK(ws.num_splits == 1 || p.num_tokens <= ws.split_tokens, "split KV over ", p.num_tokens,
                " tokens > the workspace's split_tokens ", ws.split_tokens);
   KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.split_tokens,
-                  ws.split_needs_merge, ws.all_decode};
+                  ws.split_needs_merge, ws.all_decode, ws.split_counters,
+                  ws.merge_in_kernel && ws.split_needs_merge};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
   if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,

@@ -78,6 +78,7 @@ class PagedAttentionWorkspace {
   float* partial_out = nullptr;  // device: [max_splits, split_tokens, num_q_heads, head_size]
   float* partial_ml = nullptr;   // device: [max_splits, split_tokens, num_q_heads, 2]
   int* host_work = nullptr;      // pinned staging of `work`
+  int* split_counters = nullptr; // device: per (row group, KV head), for the decode kernel's in-place merge
   int capacity_items = 0;
   int max_tokens = 0, max_splits = 0, num_q_heads = 0, head_size = 0;
   // Steps of at most this many tokens may split KV (the partials' leading dimension): splitting pays only
@@ -86,6 +87,7 @@ class PagedAttentionWorkspace {
   static constexpr int kMaxSplitTokens = 512;
   bool split_needs_merge = false;
   bool all_decode = false;  // every planned tile has <= 16 query rows
+  bool merge_in_kernel = false;  // the decode kernel merges the splits (see in_kernel_merge_min_splits)
 };
 
 struct PagedAttentionOptions {
@@ -93,6 +95,9 @@ struct PagedAttentionOptions {
   int max_splits = 64;        // upper bound on KV splits (fixed under CUDA-graph capture)
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
   int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
+  // Decode steps with at least this many KV splits merge them inside the decode kernel (the last CTA of a
+  // row group); fewer splits run the separate merge kernel, which is cheaper when there are many groups.
+  int in_kernel_merge_min_splits = 8;
 };
 
 // Builds the work list for this step and uploads it (async on `stream`). Needs num_q_heads/num_kv_heads

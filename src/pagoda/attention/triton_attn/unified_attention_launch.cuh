@@ -22,35 +22,41 @@ void launch_with_smem(Kernel kernel, size_t bytes, bool& configured, const Kerne
 }
 
 template <typename T, typename Kv, int D>
-void launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
+bool launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
   constexpr int BN = D >= 256 ? 32 : 64;
   if constexpr (Smem<T, Kv, D, BN>::kCanWarpSplit) {
     if (args.all_decode) {
+      constexpr size_t kBytes = Smem<T, Kv, D, BN, true>::kBytes;
+      if (args.merge_in_kernel) {
+        static bool configured = false;
+        launch_with_smem(decode_attention_kernel<T, Kv, D, BN, true>, kBytes, configured, args, num_items, stream);
+        return true;
+      }
       static bool configured = false;
-      launch_with_smem(decode_attention_kernel<T, Kv, D, BN>, Smem<T, Kv, D, BN, true>::kBytes, configured, args,
-                       num_items, stream);
-      return;
+      launch_with_smem(decode_attention_kernel<T, Kv, D, BN, false>, kBytes, configured, args, num_items, stream);
+      return false;
     }
   }
   static bool configured = false;
   launch_with_smem(unified_attention_kernel<T, Kv, D, BN>, Smem<T, Kv, D, BN>::kBytes, configured, args, num_items,
                    stream);
+  return false;
 }
 
 template <typename T, typename Kv>
-void launch_kv(const KernelArgs& args, int num_items, cudaStream_t stream) {
+bool launch_kv(const KernelArgs& args, int num_items, cudaStream_t stream) {
   int hs = args.p.head_size;
-  if (hs <= 32) launch_d<T, Kv, 32>(args, num_items, stream);
-  else if (hs <= 64) launch_d<T, Kv, 64>(args, num_items, stream);
-  else if (hs <= 128) launch_d<T, Kv, 128>(args, num_items, stream);
-  else launch_d<T, Kv, 256>(args, num_items, stream);
+  if (hs <= 32) return launch_d<T, Kv, 32>(args, num_items, stream);
+  if (hs <= 64) return launch_d<T, Kv, 64>(args, num_items, stream);
+  if (hs <= 128) return launch_d<T, Kv, 128>(args, num_items, stream);
+  return launch_d<T, Kv, 256>(args, num_items, stream);
 }
 
 template <typename T>
-void launch_unified_impl(const KernelArgs& args, int num_items, cudaStream_t stream) {
-  if (args.p.kv_dtype == DType::kF8E4M3) launch_kv<T, KvE4M3>(args, num_items, stream);
-  else if (args.p.kv_dtype == DType::kF8E5M2) launch_kv<T, KvE5M2>(args, num_items, stream);
-  else launch_kv<T, KvSame>(args, num_items, stream);
+bool launch_unified_impl(const KernelArgs& args, int num_items, cudaStream_t stream) {
+  if (args.p.kv_dtype == DType::kF8E4M3) return launch_kv<T, KvE4M3>(args, num_items, stream);
+  if (args.p.kv_dtype == DType::kF8E5M2) return launch_kv<T, KvE5M2>(args, num_items, stream);
+  return launch_kv<T, KvSame>(args, num_items, stream);
 }
 
 }  // namespace
