@@ -4,8 +4,10 @@
 // shapes in the same device call.
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] [--decode BATCH CTX]
+//                   [--merge-min-splits N]
 //
 // --decode runs one bf16 decode shape on the chosen backends and skips the ceiling (for profilers).
+// --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
 // when OUT is set. A shape that fails prints `FAILED: why` on its line, the rest still run, exit status 1.
@@ -129,7 +131,8 @@ struct Result {
   std::string kernels;  // FLASH_ATTN: the kernels its plan ran
 };
 
-Result run_shape(Backend backend, const Shape& s, int num_sms) {
+// merge_min_splits < 0: the library default for where split-KV decode merges (in the kernel or after it).
+Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_splits) {
   const int T = s.batch * s.q_len;
   const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
   const size_t num_blocks = size_t(s.batch) * blocks_per_seq;
@@ -179,6 +182,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms) {
     case Backend::kTriton: {
       PagedAttentionOptions opt;
       opt.num_sms = num_sms;
+      if (merge_min_splits >= 0) opt.in_kernel_merge_min_splits = merge_min_splits;
       PagedAttentionWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
@@ -191,6 +195,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms) {
       FlashAttnOptions opt;
       opt.version = backend == Backend::kFlash3 ? 3 : 2;
       opt.num_sms = num_sms;
+      if (merge_min_splits >= 0) opt.in_kernel_merge_min_splits = merge_min_splits;
       FlashAttnWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
@@ -244,18 +249,22 @@ std::vector<Case> prefill_cases() {
     s.causal = causal;
     return s;
   };
+  // One block of 8192 per sequence: the cache is contiguous, i.e. the paged-vs-contiguous comparison.
+  auto contiguous = [](Shape s) {
+    s.bs = s.ctx;
+    s.contiguous = true;
+    return s;
+  };
   std::vector<Case> cases;
   cases.push_back({shape(4, 8192, 128, true), true, true});
-  cases.push_back({shape(4, 8192, 128, false), false, true});
   Shape mha = shape(4, 8192, 128, true);  // the peers' usual comparison is MHA
   mha.hk = 32;
   cases.push_back({mha, false, true});
-  Shape contiguous = shape(4, 8192, 128, true);  // one block of 8192 per sequence: paged vs contiguous
-  contiguous.bs = 8192;
-  contiguous.contiguous = true;
-  cases.push_back({contiguous, false, true});
-  for (int d : {64, 256})
-    for (bool causal : {true, false}) cases.push_back({shape(4, 8192, d, causal), false, true});
+  for (int d : {128, 64, 256})
+    for (bool causal : {true, false}) {
+      if (d != 128 || !causal) cases.push_back({shape(4, 8192, d, causal), false, true});
+      cases.push_back({contiguous(shape(4, 8192, d, causal)), false, true});
+    }
   cases.push_back({shape(1, 4096, 128, true), true, true});
   return cases;
 }
@@ -277,13 +286,14 @@ struct Args {
   std::vector<Backend> backends = {Backend::kTriton, Backend::kFlash2, Backend::kFlash3};
   bool decode = true, prefill = true;
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
+  int merge_min_splits = -1;       // --merge-min-splits N: in-kernel split merge from N splits (A/B runs)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX]\n",
+               "[--decode BATCH CTX] [--merge-min-splits N]\n",
                what.c_str());
   std::exit(2);
 }
@@ -308,6 +318,8 @@ Args parse_args(int argc, char** argv) {
         usage_error("unknown --only '" + v + "': use decode, prefill or all");
       a.decode = v != "prefill";
       a.prefill = v != "decode";
+    } else if (opt == "--merge-min-splits") {
+      a.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
     } else if (opt == "--decode") {
       a.one_batch = std::atoi(value("--decode").c_str());
       a.one_ctx = std::atoi(value("--decode").c_str());
@@ -343,7 +355,7 @@ int main(int argc, char** argv) {
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s);
     try {
-      Result r = run_shape(b, s, num_sms);
+      Result r = run_shape(b, s, num_sms, args.merge_min_splits);
       const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;
       if (s.q_len == 1) {
         double tbs = r.bytes / (r.ms * 1e-3) / 1e12;
