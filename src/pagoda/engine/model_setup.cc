@@ -189,6 +189,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     if (backend == BackendName::kFlashAttn) {
       PAGODA_CHECK(e.attention.flash_attn_version, "FLASH_ATTN was selected without a resolved FlashAttention version");
       co.flash_attn_version = *e.attention.flash_attn_version;
+      co.max_graph_splits = s.attention.flash_attn_max_num_splits_for_cuda_graph;
     }
     co.dtype = e.model_dtype;
     co.kv_dtype = kv_dtype;

@@ -168,7 +168,6 @@ struct CudaModelRunner::Impl {
       if (exec) cudaGraphExecDestroy(exec);
     }
   };
-  static constexpr int kGraphSplits = 16;  // fixed KV splits of graph decode steps
   std::vector<int> graph_sizes;
   std::map<int, std::unique_ptr<Graph>> graphs;
 
@@ -187,6 +186,14 @@ void finish_step(CudaModelRunner::Impl& m) {
   }
 }
 }  // namespace
+
+int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits) {
+  constexpr int kEagerMaxSplits = 64;  // what the eager workspace is reserved for
+  const int slots = 3 * num_sms;
+  const int ctas = std::max(1, batch * num_kv_heads);
+  const int fill = (slots + ctas - 1) / ctas;
+  return std::max(1, std::min({fill, max_splits, kEagerMaxSplits}));
+}
 
 CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
     : config_(model.config), impl_(std::make_unique<Impl>()) {
@@ -596,7 +603,7 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
       // eagerly (cuBLASLt plans, kernel attributes), then capture it.
       g = std::make_unique<Impl::Graph>();
       g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
-      g->attention.reserve(bp, bp, Impl::kGraphSplits);
+      g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, m.opt.max_graph_splits));
       AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
       g->attention.plan(full, /*force_splits=*/true, m.stream);
       enqueue_step(Tp, Sp, Rp, g->attention);

@@ -37,7 +37,15 @@ struct CudaRunnerOptions {
   // its prefill and decode work itself.
   bool use_prefill_decode_attention = false;
   bool enforce_eager = false;  // no CUDA graphs for decode steps
+  // Most KV splits a captured decode step may use (flash_attn_max_num_splits_for_cuda_graph for FLASH_ATTN;
+  // TRITON_ATTN keeps 16). Each captured batch size fixes its own count up to this cap: see graph_decode_splits.
+  int max_graph_splits = 16;
 };
+
+// The fixed KV split count of a captured decode step of `batch` sequences: enough CTAs to fill the GPU
+// (three decode CTAs per SM) at any context, capped by max_splits. Batch 1 with 8 KV heads on 132 SMs
+// takes min(cap, 50); batch 64 takes 1.
+int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits);
 
 class CudaModelRunner final : public ModelRunner {
  public:
