@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 
 namespace pagoda::flash_attn_detail {
@@ -73,17 +74,16 @@ struct Fa3Traits {
 
 #ifdef PAGODA_FA3_DEVICE
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using attention_device::pack2;
+using attention_device::smem_u32;
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
 }
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int phase) {
   uint32_t done = 0;
@@ -93,23 +93,21 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int phase) {
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(phase)
+        : "r"(smem_u32(bar)), "r"(phase)
         : "memory");
   } while (!done);
 }
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::
-          "r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+          "r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
+using attention_device::cp_async_16_zfill;
 // Arrives on the mbarrier when this thread's earlier cp.async copies have landed (counted in its init count).
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -151,16 +149,6 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 constexpr float kNegInf = -__builtin_huge_valf();
 
@@ -173,7 +161,7 @@ __global__ void __launch_bounds__(384, 1)
   using Tr = Fa3Traits<D>;
   constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, S = Tr::kStages;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Tr::kOffBar);
   uint64_t* q_full = bars;
@@ -261,7 +249,7 @@ __global__ void __launch_bounds__(384, 1)
     const int g = pt % G, r0 = pt / G;
     const int tok_step = a.hnd ? 1 : a.num_kv_heads;  // cache rows (of 2D elements) between consecutive tokens
     const T* kv = static_cast<const T*>(a.kv_cache);
-    const uint32_t k_smem = smem_addr(smem + Tr::kOffK), v_smem = smem_addr(smem + Tr::kOffV);
+    const uint32_t k_smem = smem_u32(smem + Tr::kOffK), v_smem = smem_u32(smem + Tr::kOffV);
     const uint32_t dst0 = (g / 8) * Tr::kKvChunkBytes;
     for (int it = 0; it < n_tiles; ++it) {
       const int n = n_last - it;
@@ -283,7 +271,7 @@ __global__ void __launch_bounds__(384, 1)
           const int pr = __shfl_sync(0xffffffffu, page_row, r / 16);
           const bool valid = pr >= 0;
           const T* src = valid ? kv + size_t(pr + (r % 16) * tok_step) * (2 * D) + col + g * 8 : kv;
-          cp_async_16(base + dst0 + r * 128 + (((g % 8) ^ (r % 8)) << 4), src, valid ? 16 : 0);
+          cp_async_16_zfill(base + dst0 + r * 128 + (((g % 8) ^ (r % 8)) << 4), src, valid ? 16 : 0);
         }
       };
       if (it >= S) mbar_wait(&k_empty[stage], ((it / S) + 1) & 1);
@@ -311,9 +299,9 @@ __global__ void __launch_bounds__(384, 1)
   uint32_t pfrag[BN / 16][4];
   float m0 = kNegInf, m1 = kNegInf, l0 = 0.f, l1 = 0.f;
 
-  const uint32_t q_base = smem_addr(smem) + wg * 64 * 128;
-  const uint32_t k_base = smem_addr(smem + Tr::kOffK);
-  const uint32_t v_base = smem_addr(smem + Tr::kOffV);
+  const uint32_t q_base = smem_u32(smem) + wg * 64 * 128;
+  const uint32_t k_base = smem_u32(smem + Tr::kOffK);
+  const uint32_t v_base = smem_u32(smem + Tr::kOffV);
 
   auto issue_s = [&](int stage) {
 #pragma unroll

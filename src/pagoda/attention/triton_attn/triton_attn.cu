@@ -55,15 +55,10 @@ constexpr int kMaxFallbackHead = 512;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const KernelArgs args) {
   const PagedAttentionParams& p = args.p;
-  const int4 w = args.work[blockIdx.x];
-  const int seq = w.x, row_start = w.y, split = w.z, nsplit = w.w;
-  const int kvh = blockIdx.y;
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int q_begin = p.query_start_loc[seq];
-  const int q_len = p.query_start_loc[seq + 1] - q_begin;
-  const int ctx = p.seq_lens[seq];
-  const int first_pos = ctx - q_len;
-  const int rows_total = q_len * G;
+  const triton_attn_detail::WorkItem wi = triton_attn_detail::work_item(args);
+  const int seq = wi.seq, row_start = wi.row_start, split = wi.split, nsplit = wi.nsplit;
+  const int kvh = wi.kvh, G = wi.G, q_begin = wi.q_begin, ctx = wi.ctx, first_pos = wi.first_pos;
+  const int rows_total = wi.rows_total;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int hs = p.head_size;
   constexpr int kJ = kMaxFallbackHead / 32;

@@ -14,9 +14,14 @@
 
 #include <cstdint>
 
+#include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 
 namespace pagoda::triton_attn_detail {
+
+using attention_device::cp_async_16;
+using attention_device::pack2;
+using attention_device::smem_u32;
 
 constexpr int kBlockM = 64;
 constexpr int kThreads = 128;
@@ -34,6 +39,30 @@ struct KernelArgs {
   bool merge_in_kernel;  // the decode-only kernel merges its splits (the last CTA of each row group)
 };
 
+// The work item of this CTA (blockIdx.x: {seq, row_start, split, num_splits}; blockIdx.y: KV head) and the
+// geometry of its sequence: query tokens q_begin.., context ctx, the first query token's position, and the
+// rows (query token x query head of the KV head's group) to cover.
+struct WorkItem {
+  int seq, row_start, split, nsplit, kvh, G, q_begin, q_len, ctx, first_pos, rows_total;
+};
+__device__ __forceinline__ WorkItem work_item(const KernelArgs& args) {
+  const PagedAttentionParams& p = args.p;
+  const int4 w = args.work[blockIdx.x];
+  WorkItem wi;
+  wi.seq = w.x;
+  wi.row_start = w.y;
+  wi.split = w.z;
+  wi.nsplit = w.w;
+  wi.kvh = blockIdx.y;
+  wi.G = p.num_q_heads / p.num_kv_heads;
+  wi.q_begin = p.query_start_loc[wi.seq];
+  wi.q_len = p.query_start_loc[wi.seq + 1] - wi.q_begin;
+  wi.ctx = p.seq_lens[wi.seq];
+  wi.first_pos = wi.ctx - wi.q_len;
+  wi.rows_total = wi.q_len * wi.G;
+  return wi;
+}
+
 struct KvSame {};
 struct KvE4M3 {};
 struct KvE5M2 {};
@@ -46,10 +75,6 @@ template <> struct Mma<__nv_bfloat16> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
-  __device__ static uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 };
 template <> struct Mma<__half> {
   __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
@@ -58,13 +83,7 @@ template <> struct Mma<__half> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
-  __device__ static uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -73,9 +92,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -102,7 +118,7 @@ __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
       o[i] = *reinterpret_cast<uint32_t*>(&h);
     } else {
       float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
-      o[i] = Mma<__nv_bfloat16>::pack(f.x, f.y);
+      o[i] = pack2<__nv_bfloat16>(f.x, f.y);
     }
   }
   return out;
@@ -311,15 +327,10 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   uint4* sV = sK + S::kTiles * BN * CH;
   uint8_t* staging = reinterpret_cast<uint8_t*>(sV + S::kTiles * BN * CH);  // fp8: [stage][K|V][BN][D]
 
-  const int4 w = args.work[blockIdx.x];
-  const int seq = w.x, row_start = w.y, split = w.z, nsplit = w.w;
-  const int kvh = blockIdx.y;
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int q_begin = p.query_start_loc[seq];
-  const int q_len = p.query_start_loc[seq + 1] - q_begin;
-  const int ctx = p.seq_lens[seq];
-  const int first_pos = ctx - q_len;
-  const int rows_total = q_len * G;
+  const WorkItem wi = work_item(args);
+  const int seq = wi.seq, row_start = wi.row_start, split = wi.split, nsplit = wi.nsplit;
+  const int kvh = wi.kvh, G = wi.G, q_begin = wi.q_begin, ctx = wi.ctx, first_pos = wi.first_pos;
+  const int rows_total = wi.rows_total;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hs = p.head_size;
   const size_t kv_row_stride = size_t(2) * hs;  // elements between consecutive (token, head) slots
@@ -540,10 +551,10 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 #pragma unroll
     for (int kk = 0; kk < kNT / 2; ++kk) {
       uint32_t a[4];
-      a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
       for (int dd = 0; dd < D / 16; ++dd) {
         uint32_t b[4];
@@ -585,7 +596,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       const float inv = output_scale(mi, li, p.sinks, h, p.v_scale);
       T* out = static_cast<T*>(p.out) + row * hs;
       for (int d = d_begin; d < hs; d += d_step)
-        *reinterpret_cast<uint32_t*>(out + d) = Mma<T>::pack(o(d) * inv, o(d + 1) * inv);
+        *reinterpret_cast<uint32_t*>(out + d) = pack2<T>(o(d) * inv, o(d + 1) * inv);
     }
   };
 
