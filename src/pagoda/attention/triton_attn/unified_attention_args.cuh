@@ -1,0 +1,51 @@
+// PRIVATE to triton_attn/: what the TRITON_ATTN kernels (tensor-core, CUDA-core, split merge) receive, and
+// the decoding of a CTA's work item.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "pagoda/attention/triton_attn/triton_attn.h"
+
+namespace pagoda::triton_attn_detail {
+
+constexpr int kBlockM = 64;
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct KernelArgs {
+  PagedAttentionParams p;
+  const int4* work;  // {seq, row_start, split, num_splits}
+  float* partial_out;
+  float* partial_ml;
+  int partial_tokens;  // leading dimension of the partials (workspace split_tokens)
+  bool write_partial;
+  bool all_decode;     // every work item is decode-shaped (<= 16 query rows): the decode-only kernel runs
+  int* split_counters;  // per row group (split-0 item x KV head): CTAs done, for the in-kernel merge; 0 between launches
+  bool merge_in_kernel;  // the decode-only kernel merges its splits (the last CTA of each row group)
+};
+
+// The work item of this CTA (blockIdx.x: {seq, row_start, split, num_splits}; blockIdx.y: KV head) and the
+// geometry of its sequence: query tokens q_begin.., context ctx, the first query token's position, and the
+// rows (query token x query head of the KV head's group) to cover.
+struct WorkItem {
+  int seq, row_start, split, nsplit, kvh, G, q_begin, q_len, ctx, first_pos, rows_total;
+};
+__device__ __forceinline__ WorkItem work_item(const KernelArgs& args) {
+  const PagedAttentionParams& p = args.p;
+  const int4 w = args.work[blockIdx.x];
+  WorkItem wi;
+  wi.seq = w.x;
+  wi.row_start = w.y;
+  wi.split = w.z;
+  wi.nsplit = w.w;
+  wi.kvh = blockIdx.y;
+  wi.G = p.num_q_heads / p.num_kv_heads;
+  wi.q_begin = p.query_start_loc[wi.seq];
+  wi.q_len = p.query_start_loc[wi.seq + 1] - wi.q_begin;
+  wi.ctx = p.seq_lens[wi.seq];
+  wi.first_pos = wi.ctx - wi.q_len;
+  wi.rows_total = wi.q_len * wi.G;
+  return wi;
+}
+
+}  // namespace pagoda::triton_attn_detail
