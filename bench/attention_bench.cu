@@ -3,10 +3,11 @@
 // Peers (PyTorch SDPA flash/cuDNN, FlexAttention) are measured by bench/peers/attention_peers.py on the same
 // shapes in the same device call.
 //
-//   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] [--decode BATCH CTX]
-//                   [--merge-min-splits N]
+//   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
+//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N]
 //
-// --decode runs one bf16 decode shape on the chosen backends and skips the ceiling (for profilers).
+// --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
+// and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -286,6 +287,7 @@ struct Args {
   std::vector<Backend> backends = {Backend::kTriton, Backend::kFlash2, Backend::kFlash3};
   bool decode = true, prefill = true;
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
+  DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
   int merge_min_splits = -1;       // --merge-min-splits N: in-kernel split merge from N splits (A/B runs)
 };
 
@@ -293,7 +295,7 @@ struct Args {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX] [--merge-min-splits N]\n",
+               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N]\n",
                what.c_str());
   std::exit(2);
 }
@@ -318,6 +320,10 @@ Args parse_args(int argc, char** argv) {
         usage_error("unknown --only '" + v + "': use decode, prefill or all");
       a.decode = v != "prefill";
       a.prefill = v != "decode";
+    } else if (opt == "--kv") {
+      const std::string v = value("--kv");
+      if (v == "fp8") a.one_kv = DType::kF8E4M3;
+      else if (v != "bf16") usage_error("unknown --kv '" + v + "': use bf16 or fp8");
     } else if (opt == "--merge-min-splits") {
       a.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
     } else if (opt == "--decode") {
@@ -385,7 +391,12 @@ int main(int argc, char** argv) {
   };
 
   if (args.one_batch > 0) {  // one shape, for profilers
-    for (Backend b : args.backends) run(b, Shape{args.one_batch, args.one_ctx, 1}, 0, nullptr);
+    Shape s{args.one_batch, args.one_ctx, 1};
+    s.kv = args.one_kv;
+    for (Backend b : args.backends) {
+      if (b != Backend::kTriton && s.kv != DType::kBF16) continue;  // FLASH_ATTN decode rows: bf16 KV only
+      run(b, s, 0, nullptr);
+    }
     return failures ? 1 : 0;
   }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (tool `device`): Nsight Compute on the decode attention kernels of one step per
+# shape, bf16 and fp8 KV, so the question "what bounds the decode loop" (docs/flash-attn-notes.md, open
+# leads) is answered by stall reasons rather than guesses. Full reports go to $OUT/ncu.tgz; stdout gets
+# one summary block per (shape, kv): duration, DRAM throughput, issue activity, occupancy and the largest
+# warp stall reasons (cycles per issued instruction).
+# Usage there: bash scripts/device/profile_decode.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 16x4k, 1x32k)
+set -uo pipefail
+bundle=$1
+shift
+shapes=("$@")
+[[ ${#shapes[@]} -gt 0 ]] || shapes=("16 4096" "1 32768")
+source "$bundle/env.sh"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+reports=$(mktemp -d)
+metrics="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
+metrics+=",smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active"
+metrics+=",smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_membar_per_issue_active.ratio"
+metrics+=",smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio"
+for shape in "${shapes[@]}"; do
+  for kv in bf16 fp8; do
+    name="decode_${shape// /x}_$kv"
+    # Skip the warm-up launches of the bench (3 + the first timed ones): profile one steady-state step.
+    timeout 120 "$ncu" --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
+      "$bundle/bin/attention_bench" --backend triton --decode $shape --kv $kv >"$reports/$name.csv" 2>&1
+    echo "== $name (rc=$?)"
+    grep -E '^"' "$reports/$name.csv" | python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+if not rows: sys.exit(0)
+hdr = rows[0]
+for r in rows[1:]:
+    d = dict(zip(hdr, r))
+    name = d.get("Metric Name", "").replace("smsp__average_warps_issue_stalled_", "stall ").replace("_per_issue_active.ratio", "")
+    print("  %-32s %-60s %s %s" % (d.get("Kernel Name", "")[:32], name, d.get("Metric Value", ""), d.get("Metric Unit", "")))'
+  done
+done
+tar -C "$reports" -czf "$OUT/ncu.tgz" .
