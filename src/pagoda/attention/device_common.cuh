@@ -1,9 +1,10 @@
 // PRIVATE to attention/: device helpers the TRITON_ATTN and FLASH_ATTN kernels share (shared-memory
-// addresses, 16-byte cp.async, packing two floats into a 16-bit pair).
+// addresses, 16-byte cp.async, float -> element conversions, fp8 widening).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -34,6 +35,36 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&v);
   }
+}
+
+// One float rounded to T (round to nearest even).
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+// 8 fp8 values (8 bytes) to 8 elements of T, bf16 or fp16 (exact: every e4m3/e5m2 value is a bf16 and an
+// fp16 value).
+template <typename T, __nv_fp8_interpretation_t kKind>
+__device__ __forceinline__ uint4 widen_fp8x8(uint2 v) {
+  const __nv_fp8x2_storage_t* in = reinterpret_cast<const __nv_fp8x2_storage_t*>(&v);
+  uint4 out;
+  uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(in[i], kKind);
+    if constexpr (std::is_same_v<T, __half>) {
+      o[i] = *reinterpret_cast<uint32_t*>(&h);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
+      o[i] = pack2<__nv_bfloat16>(f.x, f.y);
+    }
+  }
+  return out;
 }
 
 }  // namespace pagoda::attention_device

@@ -6,18 +6,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/triton_attn/unified_attention_args.cuh"
 
 namespace pagoda::triton_attn_detail {
 
-template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+using attention_device::from_f;
 
 // Combines the KV splits of the rows of one row group (sequence `seq`, rows row_start.., KV head kvh): one
 // warp per row. The lanes read the splits' (m, l) pairs in parallel (lane j holds split s0 + j's weight),

@@ -66,24 +66,10 @@ __device__ __forceinline__ int swz(int r, int c) {
   return r * CH + (c ^ (r % kSw));
 }
 
-// 8 fp8 values (8 bytes) to 8 elements of T (exact: every e4m3/e5m2 value is a bf16 and an fp16 value).
+// 8 fp8 values of the Kv kind (8 bytes) to 8 elements of T (exact).
 template <typename T, typename Kv>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
-  constexpr __nv_fp8_interpretation_t kind = std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2;
-  const __nv_fp8x2_storage_t* in = reinterpret_cast<const __nv_fp8x2_storage_t*>(&v);
-  uint4 out;
-  uint32_t* o = reinterpret_cast<uint32_t*>(&out);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(in[i], kind);
-    if constexpr (std::is_same_v<T, __half>) {
-      o[i] = *reinterpret_cast<uint32_t*>(&h);
-    } else {
-      float2 f = __half22float2(*reinterpret_cast<__half2*>(&h));
-      o[i] = pack2<__nv_bfloat16>(f.x, f.y);
-    }
-  }
-  return out;
+  return attention_device::widen_fp8x8<T, std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2>(v);
 }
 
 // The KV tiles [begin, end) of BN keys that the CTA of (rows row_start.., KV split `split` of `nsplit`) covers:
