@@ -182,24 +182,9 @@ TEST_P(FlashAttnGpu, SlidingWindowSoftcapSinksAlibiHnd) {
     c.query_lens = {100, 1, 3, 300};
     c.seq_lens = {300, 500, 3, 700};
     c.head_size = D;
-    c.sliding_window = 64;
-    run_case(c);
-    c.sliding_window = 0;
-    c.softcap = 5.f;
-    run_case(c);
-    c.softcap = 0;
-    c.sinks = true;
-    run_case(c);
-    c.force_splits = 4;  // sinks through the merge
-    run_case(c);
-    c.force_splits = 0;
-    c.sinks = false;
-    c.alibi = true;  // FA2 kernels under either version
-    run_case(c);
-    c.alibi = false;
+    for (const Case& one : attention_test::one_feature_cases(c)) run_case(one);  // ALiBi: FA2 under either version
     c.layout = KvLayout::kHND;
-    run_case(c);
-    c.sliding_window = 50;  // every feature at once, fp16
+    c.sliding_window = 50;  // every feature at once but ALiBi, fp16
     c.softcap = 10.f;
     c.sinks = true;
     c.dtype = c.kv_dtype = DType::kF16;

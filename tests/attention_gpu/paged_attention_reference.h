@@ -301,6 +301,20 @@ inline std::vector<Case> decode_split_kv_cases() {
   return cases;
 }
 
+// The features one at a time on `base`, as both backends' tests run them: sliding window 64, soft-cap 5,
+// sinks, sinks through a 4-way split merge, ALiBi, the HND layout.
+inline std::vector<Case> one_feature_cases(const Case& base) {
+  std::vector<Case> cases(6, base);
+  cases[0].sliding_window = 64;
+  cases[1].softcap = 5.f;
+  cases[2].sinks = true;
+  cases[3].sinks = true;
+  cases[3].force_splits = 4;  // sinks through the merge
+  cases[4].alibi = true;
+  cases[5].layout = KvLayout::kHND;
+  return cases;
+}
+
 // Between launches of a `launches > 1` case: NaN in every float format again, so the check sees only what
 // the last launch wrote.
 inline void repoison_output(const PagedAttentionParams& p) {

@@ -160,23 +160,8 @@ TEST(TritonAttnGpu, SlidingWindowSoftcapAlibiSinksHnd) {
   Case c;
   c.query_lens = {100, 1, 3};
   c.seq_lens = {300, 500, 3};
-  c.sliding_window = 64;
-  run_case(c);
-  c.sliding_window = 0;
-  c.softcap = 5.f;
-  run_case(c);
-  c.softcap = 0;
-  c.alibi = true;
-  run_case(c);
-  c.alibi = false;
-  c.sinks = true;
-  run_case(c);
-  c.force_splits = 4;  // sinks through the merge
-  run_case(c);
-  c.force_splits = 0;
-  c.sinks = false;
+  for (const Case& one : attention_test::one_feature_cases(c)) run_case(one);
   c.layout = KvLayout::kHND;
-  run_case(c);
   c.dtype = c.kv_dtype = DType::kF32;  // the CUDA-core kernel with every feature
   c.sliding_window = 50;
   c.softcap = 10.f;
