@@ -228,7 +228,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), pick the
     // KV split count whose last wave is fullest; among near-equal choices the fewest splits (less merging).
     // Each split keeps at least 4 KV tiles of work.
-    const double slots = 3.0 * opt.num_sms;
+    const double slots = double(kDecodeCtasPerSm) * opt.num_sms;
     const int kv_tiles = (max_ctx + 63) / 64;
     const int cap = std::max(1, std::min(opt.max_splits, kv_tiles / 4));
     if (double(tiles) < 4 * slots) {

@@ -90,6 +90,10 @@ class PagedAttentionWorkspace {
   bool merge_in_kernel = false;  // the decode kernel merges the splits (see in_kernel_merge_min_splits)
 };
 
+// CTAs of the decode kernel resident per SM (its registers and shared memory allow three): the unit the
+// split planner and the CUDA-graph split choice fill the GPU in.
+constexpr int kDecodeCtasPerSm = 3;
+
 struct PagedAttentionOptions {
   int num_sms = 132;
   int max_splits = 64;        // upper bound on KV splits (fixed under CUDA-graph capture)

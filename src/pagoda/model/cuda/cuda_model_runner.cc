@@ -189,7 +189,7 @@ void finish_step(CudaModelRunner::Impl& m) {
 
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits) {
   constexpr int kEagerMaxSplits = 64;  // what the eager workspace is reserved for
-  const int slots = 3 * num_sms;
+  const int slots = kDecodeCtasPerSm * num_sms;
   const int ctas = std::max(1, batch * num_kv_heads);
   const int fill = (slots + ctas - 1) / ctas;
   return std::max(1, std::min({fill, max_splits, kEagerMaxSplits}));
