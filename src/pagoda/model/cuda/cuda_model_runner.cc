@@ -187,8 +187,11 @@ void finish_step(CudaModelRunner::Impl& m) {
 }
 }  // namespace
 
+namespace {
+constexpr int kEagerMaxSplits = 64;  // most KV splits of an eager step (the runner's workspace is reserved for it)
+}  // namespace
+
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits) {
-  constexpr int kEagerMaxSplits = 64;  // what the eager workspace is reserved for
   const int slots = kDecodeCtasPerSm * num_sms;
   const int ctas = std::max(1, batch * num_kv_heads);
   const int fill = (slots + ctas - 1) / ctas;
@@ -351,7 +354,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.err_host = PinnedBuffer(4);
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
   m.attention.configure(options, c, m.num_sms, options.use_prefill_decode_attention);
-  m.attention.reserve(int(T), int(S), 64);  // eager steps: the planner picks up to 64 KV splits
+  m.attention.reserve(int(T), int(S), kEagerMaxSplits);  // eager steps: the planner picks up to this many
   if (!options.enforce_eager)
     for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
       if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
