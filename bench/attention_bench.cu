@@ -4,11 +4,12 @@
 // shapes in the same device call.
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
-//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N]
+//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--no-kv-stage]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
+// --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
 // when OUT is set. A shape that fails prints `FAILED: why` on its line, the rest still run, exit status 1.
@@ -133,7 +134,9 @@ struct Result {
 };
 
 // merge_min_splits < 0: the library default for where split-KV decode merges (in the kernel or after it).
-Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_splits) {
+// kv_stage: FLASH_ATTN gets a KV staging buffer (FA3 prefill steps whose blocks do not hold whole tiles copy
+// their context into contiguous blocks first; the copy is part of the timed step).
+Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_splits, bool kv_stage) {
   const int T = s.batch * s.q_len;
   const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
   const size_t num_blocks = size_t(s.batch) * blocks_per_seq;
@@ -199,6 +202,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_spl
       if (merge_min_splits >= 0) opt.in_kernel_merge_min_splits = merge_min_splits;
       FlashAttnWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
+      if (kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
       plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
       r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters);
@@ -267,6 +271,9 @@ std::vector<Case> prefill_cases() {
       cases.push_back({contiguous(shape(4, 8192, d, causal)), false, true});
     }
   cases.push_back({shape(1, 4096, 128, true), true, true});
+  Shape fp8 = shape(4, 8192, 128, true);  // FLASH_ATTN: FA3 over fp8 KV (staged), else FA2
+  fp8.kv = DType::kF8E4M3;
+  cases.push_back({fp8, false, true});
   return cases;
 }
 
@@ -276,9 +283,9 @@ std::string describe(Backend b, const Shape& s) {
     std::snprintf(buf, sizeof(buf), "%-14s decode  kv=%-4s batch=%4d ctx=%6d", backend_name(b),
                   s.kv == DType::kBF16 ? "bf16" : "fp8", s.batch, s.ctx);
   } else {
-    std::snprintf(buf, sizeof(buf), "%-14s prefill %-10s batch=%d len=%5d d=%3d hq=%d hk=%2d block=%4d%s",
+    std::snprintf(buf, sizeof(buf), "%-14s prefill %-10s batch=%d len=%5d d=%3d hq=%d hk=%2d block=%4d%s%s",
                   backend_name(b), s.causal ? "causal" : "non-causal", s.batch, s.q_len, s.d, s.hq, s.hk, s.bs,
-                  s.contiguous ? " (contiguous)" : "");
+                  s.contiguous ? " (contiguous)" : "", s.kv == DType::kBF16 ? "" : " kv=fp8");
   }
   return buf;
 }
@@ -289,13 +296,14 @@ struct Args {
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
   int merge_min_splits = -1;       // --merge-min-splits N: in-kernel split merge from N splits (A/B runs)
+  bool kv_stage = true;            // --no-kv-stage: FA3 reads block-16 pages directly (gather)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N]\n",
+               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--no-kv-stage]\n",
                what.c_str());
   std::exit(2);
 }
@@ -324,6 +332,8 @@ Args parse_args(int argc, char** argv) {
       const std::string v = value("--kv");
       if (v == "fp8") a.one_kv = DType::kF8E4M3;
       else if (v != "bf16") usage_error("unknown --kv '" + v + "': use bf16 or fp8");
+    } else if (opt == "--no-kv-stage") {
+      a.kv_stage = false;
     } else if (opt == "--merge-min-splits") {
       a.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
     } else if (opt == "--decode") {
@@ -361,7 +371,7 @@ int main(int argc, char** argv) {
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s);
     try {
-      Result r = run_shape(b, s, num_sms, args.merge_min_splits);
+      Result r = run_shape(b, s, num_sms, args.merge_min_splits, args.kv_stage);
       const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;
       if (s.q_len == 1) {
         double tbs = r.bytes / (r.ms * 1e-3) / 1e12;

@@ -3,7 +3,9 @@
 // kernels, for FlashAttention version 2 and version 3. Version 3 sends prefill chunks of head size
 // 64/128/256 to the FA3 kernel on an SM 9.0 device that has it, and everything else (decode tokens, other
 // head sizes, fp8 KV, ALiBi; every token on other devices or without the kernel) to the FA2 kernels in the
-// same step: both versions must pass the same cases whichever path ran.
+// same step: both versions must pass the same cases whichever path ran. Version 3 runs twice: reading the
+// paged cache directly (whole-tile TMA or the 16-token gather), and with a KV staging buffer (the step's
+// prefill context copied into contiguous blocks first; fp8 KV then also reaches the FA3 kernel).
 #include <cuda_runtime_api.h>
 
 #include <gtest/gtest.h>
@@ -16,13 +18,18 @@ namespace {
 
 using attention_test::Case;
 
-class FlashAttnGpu : public ::testing::TestWithParam<int> {
- protected:
-  int version() const { return GetParam(); }
+struct Mode {
+  int version;
+  bool kv_stage;  // reserve a KV staging buffer (FA3 steps stage their context)
+};
 
+class FlashAttnGpu : public ::testing::TestWithParam<Mode> {
+ protected:
   void run_case(const Case& c) const {
-    const int v = version();
-    auto launch = [v](const PagedAttentionParams& p, const AttentionBatchInfo& info, const Case& cs, int num_sms) {
+    const int v = GetParam().version;
+    const bool stage = GetParam().kv_stage;
+    auto launch = [v, stage](const PagedAttentionParams& p, const AttentionBatchInfo& info, const Case& cs,
+                             int num_sms) {
       FlashAttnOptions opt;
       opt.version = v;
       opt.num_sms = num_sms;
@@ -32,6 +39,11 @@ class FlashAttnGpu : public ::testing::TestWithParam<int> {
       }
       FlashAttnWorkspace ws;
       ws.reserve(p.num_tokens, p.num_seqs, p.num_q_heads, p.head_size, opt.max_splits);
+      if (stage) {
+        int tokens = 0;
+        for (int ctx : info.seq_lens) tokens += ctx;
+        ws.reserve_kv_stage(tokens, p.num_seqs, p.num_kv_heads, p.head_size, p.dtype);
+      }
       plan_flash_attention(info, p.num_q_heads, p.num_kv_heads, p.head_size, p.dtype, p.kv_dtype,
                            p.alibi_slopes != nullptr, opt, ws, nullptr);
       for (int i = 0; i < cs.launches; ++i) {
@@ -40,7 +52,7 @@ class FlashAttnGpu : public ::testing::TestWithParam<int> {
       }
       CUDA_OK(cudaDeviceSynchronize());
     };
-    attention_test::run_case(c, "FA" + std::to_string(v), launch);
+    attention_test::run_case(c, "FA" + std::to_string(v) + (stage ? "-staged" : ""), launch);
   }
 };
 
@@ -192,7 +204,8 @@ TEST_P(FlashAttnGpu, SlidingWindowSoftcapSinksAlibiHnd) {
   }
 }
 
-// FP8 KV (e4m3, the one the FLASH_ATTN declaration accepts, with FA3): the FA2 kernels dequantize it.
+// FP8 KV (e4m3, the one the FLASH_ATTN declaration accepts, with FA3): FA2 dequantizes it in its kernels;
+// with staging, the FA3 kernel reads the widened copy and applies k_scale/v_scale.
 TEST_P(FlashAttnGpu, Fp8KvCache) {
   SKIP_WITHOUT_GPU();
   for (DType t : kHalfTypes) {
@@ -202,11 +215,19 @@ TEST_P(FlashAttnGpu, Fp8KvCache) {
     c.dtype = t;
     c.kv_dtype = DType::kF8E4M3;
     run_case(c);
+    Case chunk;  // a chunk of 300 after 700 cached tokens: 8 staged blocks, the last one partial
+    chunk.query_lens = {300};
+    chunk.seq_lens = {1000};
+    chunk.dtype = t;
+    chunk.kv_dtype = DType::kF8E4M3;
+    run_case(chunk);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, FlashAttnGpu, ::testing::Values(2, 3),
-                         [](const ::testing::TestParamInfo<int>& info) { return "FA" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Versions, FlashAttnGpu, ::testing::Values(Mode{2, false}, Mode{3, false}, Mode{3, true}),
+                         [](const ::testing::TestParamInfo<Mode>& info) {
+                           return "FA" + std::to_string(info.param.version) + (info.param.kv_stage ? "Staged" : "");
+                         });
 
 }  // namespace
 }  // namespace pagoda

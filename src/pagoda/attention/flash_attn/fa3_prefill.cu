@@ -42,7 +42,8 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <typename T, int D>
-void launch(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
+void launch(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
+            cudaStream_t stream) {
   using Tr = Fa3Traits<D>;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -53,36 +54,43 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cuda
   const uint64_t q_stride = uint64_t(p.q_token_stride > 0 ? p.q_token_stride : int64_t(p.num_q_heads) * D) * 2;
   CUtensorMap tq = make_map(p.q, D, uint64_t(p.num_q_heads), uint64_t(p.num_tokens), uint64_t(D) * 2, q_stride, 1,
                             Tr::kBlockM);
+  // The cache FA3 reads: the paged cache, or the staged copy (NHD blocks of kStageBlock tokens).
+  const void* kv = stage ? stage->base : p.kv_cache;
+  const int block_size = stage ? kStageBlock : p.block_size;
+  const bool hnd = !stage && p.layout == KvLayout::kHND;
   // Rows of the cache: the extent is the allocation's when known, else the addressable maximum (block ids
   // come from the block table, which the engine keeps in range).
-  const uint64_t blocks = p.num_blocks > 0 ? uint64_t(p.num_blocks) : (uint64_t(1) << 31) / uint64_t(p.block_size);
+  const uint64_t blocks = stage ? uint64_t(stage->num_blocks)
+                          : p.num_blocks > 0 ? uint64_t(p.num_blocks)
+                                             : (uint64_t(1) << 31) / uint64_t(p.block_size);
   const uint64_t row_bytes = uint64_t(2) * D * 2;
   // TMA loads of whole tiles when every cache block holds whole tiles; else the cp.async gather (16).
-  const uint32_t rows = p.block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
-  CUtensorMap tkv = p.layout == KvLayout::kNHD
-                        ? make_map(p.kv_cache, 2 * D, uint64_t(p.num_kv_heads), blocks * p.block_size, row_bytes,
-                                   row_bytes * p.num_kv_heads, 1, rows)
-                        : make_map(p.kv_cache, 2 * D, uint64_t(p.block_size), blocks * p.num_kv_heads, row_bytes,
-                                   row_bytes * p.block_size, rows, 1);
+  const uint32_t rows = block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
+  CUtensorMap tkv = !hnd ? make_map(kv, 2 * D, uint64_t(p.num_kv_heads), blocks * block_size, row_bytes,
+                                    row_bytes * p.num_kv_heads, 1, rows)
+                         : make_map(kv, 2 * D, uint64_t(block_size), blocks * p.num_kv_heads, row_bytes,
+                                    row_bytes * block_size, rows, 1);
   Fa3Args a;
   a.work = work;
-  a.kv_cache = p.kv_cache;
+  a.kv_cache = kv;
   a.out = p.out;
   a.seq_lens = p.seq_lens;
   a.block_tables = p.block_tables;
   a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.block_size = p.block_size;
+  a.stage_first_block = stage ? stage->first_block : nullptr;
+  a.block_size = block_size;
   a.rows_per_load = int(rows);
   a.num_q_heads = p.num_q_heads;
   a.num_kv_heads = p.num_kv_heads;
   a.head_size = p.head_size;
-  a.scale = p.scale;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.scale = p.scale * p.k_scale;
+  a.scale_log2 = a.scale * 1.4426950408889634f;
   a.softcap = p.softcap;
+  a.v_scale = p.v_scale;
   a.sliding_window = p.sliding_window;
   a.sinks = p.sinks;
   a.causal = p.causal;
-  a.hnd = p.layout == KvLayout::kHND;
+  a.hnd = hnd;
   dim3 grid(unsigned(num_items), unsigned(p.num_q_heads));
   fa3_prefill_kernel<T, D><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(tq, tkv, a);
   cudaError_t e = cudaGetLastError();
@@ -90,11 +98,12 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cuda
 }
 
 template <typename T>
-void launch_typed(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
+void launch_typed(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
+                  cudaStream_t stream) {
   switch (p.head_size) {
-    case 64: launch<T, 64>(p, work, num_items, stream); return;
-    case 128: launch<T, 128>(p, work, num_items, stream); return;
-    case 256: launch<T, 256>(p, work, num_items, stream); return;
+    case 64: launch<T, 64>(p, work, num_items, stage, stream); return;
+    case 128: launch<T, 128>(p, work, num_items, stage, stream); return;
+    case 256: launch<T, 256>(p, work, num_items, stage, stream); return;
     default: PAGODA_CHECK(false, "the FA3 prefill kernel has no head size ", p.head_size);
   }
 }
@@ -110,13 +119,17 @@ bool fa3_kernel_built() {
   return built;
 }
 
-void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream) {
-  PAGODA_CHECK(p.kv_dtype == p.dtype, "the FA3 prefill kernel reads a KV cache in the model dtype");
-  PAGODA_CHECK(p.block_size % 16 == 0, "the FA3 prefill kernel needs a block size that is a multiple of 16, got ",
-               p.block_size);
+int fa3_block_n(int head_size) { return head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN; }
+
+void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
+                        cudaStream_t stream) {
+  PAGODA_CHECK(stage != nullptr || p.kv_dtype == p.dtype,
+               "the FA3 prefill kernel reads a KV cache in the model dtype (fp8 KV is staged first)");
+  PAGODA_CHECK(stage != nullptr || p.block_size % 16 == 0,
+               "the FA3 prefill kernel needs a block size that is a multiple of 16, got ", p.block_size);
   PAGODA_CHECK(p.alibi_slopes == nullptr, "the FA3 prefill kernel has no ALiBi (FA2 serves it)");
-  if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, work, num_items, stream);
-  else if (p.dtype == DType::kF16) launch_typed<__half>(p, work, num_items, stream);
+  if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, work, num_items, stage, stream);
+  else if (p.dtype == DType::kF16) launch_typed<__half>(p, work, num_items, stage, stream);
   else PAGODA_CHECK(false, "the FA3 prefill kernel runs bf16 and fp16, not ", dtype_name(p.dtype));
 }
 

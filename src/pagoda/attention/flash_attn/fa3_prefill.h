@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pagoda/attention/flash_attn/kv_stage.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 
 namespace pagoda::flash_attn_detail {
@@ -12,7 +13,13 @@ constexpr int kFa3BlockM = 128;  // query rows (tokens of one query head) per CT
 // True when the binary holds the sm_90a image of the FA3 kernel.
 bool fa3_kernel_built();
 
-// One CTA per (work item, query head); work[i] = {seq, m_block, q_start, q_len}.
-void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, cudaStream_t stream);
+// K/V rows per tile of the FA3 kernel at this head size (128; 64 at head 256): blocks that hold whole tiles
+// are read by TMA directly.
+int fa3_block_n(int head_size);
+
+// One CTA per (work item, query head); work[i] = {seq, m_block, q_start, q_len}. stage: null to read the
+// paged cache of p (KV in the model dtype), or the staged copy of this step's context (kv_stage.h).
+void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
+                        cudaStream_t stream);
 
 }  // namespace pagoda::flash_attn_detail

@@ -41,6 +41,8 @@ struct Fa3Args {
   const int* seq_lens;
   const int* block_tables;
   int max_blocks_per_seq;
+  const int* stage_first_block;  // non-null: KV staged contiguously (kv_stage.h); block b of sequence s is
+                                 // stage_first_block[s] + b of kv_cache, and block_tables is unused
   int block_size;
   int rows_per_load;  // kBlockN: whole tiles by TMA (blocks hold whole tiles); 16: 16-token pages by cp.async
   int num_q_heads;
@@ -49,6 +51,7 @@ struct Fa3Args {
   float scale_log2;  // softmax scale * log2(e)
   float scale;       // softmax scale (soft-cap)
   float softcap;     // 0: none
+  float v_scale;     // dequantisation of V (fp8 KV; 1 otherwise); k_scale is folded into scale/scale_log2
   int sliding_window;
   const float* sinks;  // [num_q_heads] or null
   bool causal;
@@ -219,7 +222,7 @@ __global__ void __launch_bounds__(384, 1)
         const int stage = it % S;
         const int key = n * BN;
         const int b = key / a.block_size;
-        const int blk = __ldg(bt + b);
+        const int blk = a.stage_first_block != nullptr ? a.stage_first_block[seq] + b : __ldg(bt + b);
         const int off = key - b * a.block_size;
         const int c1 = a.hnd ? off : kvh;
         const int c2 = a.hnd ? blk * a.num_kv_heads + kvh : blk * a.block_size + off;
@@ -474,8 +477,8 @@ __global__ void __launch_bounds__(384, 1)
     l0 = l0 * f0 + fast_exp2(sk - mm0);
     l1 = l1 * f1 + fast_exp2(sk - mm1);
   }
-  f0 = l0 > 0.f ? f0 / l0 : 0.f;
-  f1 = l1 > 0.f ? f1 / l1 : 0.f;
+  f0 = l0 > 0.f ? f0 * a.v_scale / l0 : 0.f;
+  f1 = l1 > 0.f ? f1 * a.v_scale / l1 : 0.f;
   T* out = static_cast<T*>(a.out);
   const size_t hs = size_t(a.head_size);
   const int c_lane = 2 * (lane % 4);

@@ -15,6 +15,28 @@ using flash_attn_detail::kFa3BlockM;
 FlashAttnWorkspace::~FlashAttnWorkspace() {
   cudaFree(fa3_work);
   cudaFreeHost(fa3_host);
+  reserve_kv_stage(0, 0, 0, 0, DType::kBF16);
+}
+
+void FlashAttnWorkspace::reserve_kv_stage(int tokens, int max_seqs, int num_kv_heads, int head_size, DType dtype) {
+  cudaFree(kv_stage);
+  cudaFree(stage_first_block);
+  cudaFree(stage_blocks);
+  cudaFreeHost(stage_host);
+  kv_stage = nullptr;
+  stage_first_block = stage_blocks = stage_host = nullptr;
+  kv_stage_blocks = stage_max_seqs = stage_count = 0;
+  if (tokens <= 0) return;
+  constexpr int kBlock = flash_attn_detail::kStageBlock;
+  // Each staged sequence may end in a partial block: room for up to 32 of them.
+  kv_stage_blocks = (tokens + kBlock - 1) / kBlock + std::min(max_seqs, 32);
+  stage_max_seqs = max_seqs;
+  const size_t bytes = size_t(kv_stage_blocks) * kBlock * num_kv_heads * 2 * head_size * dtype_size(dtype);
+  PAGODA_CUDA_OK(cudaMalloc(&kv_stage, bytes));
+  PAGODA_CUDA_OK(cudaMalloc(&stage_first_block, sizeof(int) * size_t(max_seqs)));
+  PAGODA_CUDA_OK(cudaMalloc(&stage_blocks, sizeof(int2) * size_t(kv_stage_blocks)));
+  // Pinned staging: first_block, then (at an even int offset, for int2) the block list.
+  PAGODA_CUDA_OK(cudaMallocHost(&stage_host, sizeof(int) * (size_t(max_seqs + 1) + 2 * size_t(kv_stage_blocks))));
 }
 
 void FlashAttnWorkspace::reserve(int max_tokens, int max_seqs, int num_q_heads, int head_size, int max_splits) {
@@ -40,9 +62,40 @@ bool flash_attn_fa3_supported() {
 }
 
 bool flash_attn_fa3_serves(int head_size, DType dtype, DType kv_dtype, bool alibi) {
+  const bool fp8 = kv_dtype == DType::kF8E4M3 || kv_dtype == DType::kF8E5M2;  // served through KV staging
   return (head_size == 64 || head_size == 128 || head_size == 256) && (dtype == DType::kBF16 || dtype == DType::kF16) &&
-         kv_dtype == dtype && !alibi;
+         (kv_dtype == dtype || fp8) && !alibi;
 }
+
+namespace {
+
+// Lays out the context of the FA3 sequences (query length > 1) in staged blocks and uploads the lists;
+// returns false (nothing staged) when they do not fit the buffer.
+bool plan_kv_stage(const AttentionBatchInfo& batch, FlashAttnWorkspace& ws, cudaStream_t stream) {
+  ws.stage_count = 0;
+  const size_t n = batch.query_lens.size();
+  if (ws.kv_stage_blocks == 0 || int(n) > ws.stage_max_seqs) return false;
+  constexpr int kBlock = flash_attn_detail::kStageBlock;
+  int* first = ws.stage_host;
+  int2* blocks = reinterpret_cast<int2*>(ws.stage_host + ((ws.stage_max_seqs + 1) & ~1));
+  int count = 0;
+  for (size_t s = 0; s < n; ++s) {
+    first[s] = -1;
+    if (batch.query_lens[s] <= 1) continue;
+    const int nb = (batch.seq_lens[s] + kBlock - 1) / kBlock;
+    if (count + nb > ws.kv_stage_blocks) return false;
+    first[s] = count;
+    for (int b = 0; b < nb; ++b) blocks[count + b] = make_int2(int(s), b);
+    count += nb;
+  }
+  if (count == 0) return false;
+  PAGODA_CUDA_OK(cudaMemcpyAsync(ws.stage_first_block, first, sizeof(int) * n, cudaMemcpyHostToDevice, stream));
+  PAGODA_CUDA_OK(cudaMemcpyAsync(ws.stage_blocks, blocks, sizeof(int2) * size_t(count), cudaMemcpyHostToDevice, stream));
+  ws.stage_count = count;
+  return true;
+}
+
+}  // namespace
 
 void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size,
                           DType dtype, DType kv_dtype, bool alibi, const FlashAttnOptions& options,
@@ -60,8 +113,12 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   fa2.in_kernel_merge_min_splits = options.in_kernel_merge_min_splits;
   ws.fa3_items = 0;
   ws.fa3_only = false;
-  const bool fa3 = options.version == 3 && flash_attn_fa3_supported() &&
-                   flash_attn_fa3_serves(head_size, dtype, kv_dtype, alibi);
+  ws.stage_count = 0;
+  bool fa3 = options.version == 3 && flash_attn_fa3_supported() &&
+             flash_attn_fa3_serves(head_size, dtype, kv_dtype, alibi);
+  // Staged when a staging buffer exists and the context fits (the run decides whether the step needs it:
+  // fp8 KV always, 16-bit KV when the blocks do not hold whole tiles); fp8 KV that is not staged -> FA2.
+  if (fa3 && !plan_kv_stage(batch, ws, stream) && kv_dtype != dtype) fa3 = false;
   if (fa3) {
     // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens, the most KV work first so the
     // long causal tiles do not trail; decode tokens -> the FA2 decode plan.
@@ -105,8 +162,22 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
 }
 
 void run_flash_attention(const PagedAttentionParams& p, const FlashAttnWorkspace& ws, cudaStream_t stream) {
-  if (ws.fa3_items > 0)
-    flash_attn_detail::launch_fa3_prefill(p, reinterpret_cast<const int4*>(ws.fa3_work), ws.fa3_items, stream);
+  if (ws.fa3_items > 0) {
+    const bool stage = ws.stage_count > 0 && (p.kv_dtype != p.dtype ||
+                                              p.block_size % flash_attn_detail::fa3_block_n(p.head_size) != 0);
+    PAGODA_CHECK(stage || p.kv_dtype == p.dtype, "FLASH_ATTN: an fp8 FA3 step without staged KV");
+    flash_attn_detail::KvStage st;
+    if (stage) {
+      st.base = ws.kv_stage;
+      st.num_blocks = ws.kv_stage_blocks;
+      st.first_block = ws.stage_first_block;
+      st.blocks = reinterpret_cast<const int2*>(ws.stage_blocks);
+      st.count = ws.stage_count;
+      flash_attn_detail::launch_kv_stage(p, st, stream);
+    }
+    flash_attn_detail::launch_fa3_prefill(p, reinterpret_cast<const int4*>(ws.fa3_work), ws.fa3_items,
+                                          stage ? &st : nullptr, stream);
+  }
   if (ws.fa2.num_work_items > 0) run_paged_attention(p, ws.fa2, stream);
 }
 

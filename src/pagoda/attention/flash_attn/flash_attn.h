@@ -12,9 +12,12 @@
 //       before the current P V so the softmax overlaps the tensor cores), wgmma for both GEMMs, Q by TMA,
 //       K/V tiles by TMA bulk tensor loads when every cache block holds whole tiles (block size a multiple
 //       of 128; 64 at head 256) or gathered page by page with cp.async otherwise, completing on mbarriers;
-//       sinks, sliding window, soft-cap. Head sizes 64, 128 and 256, bf16/fp16, KV in the model dtype.
-//       Everything else in an FA3 step (decode tokens, other head sizes, fp8 KV, ALiBi) runs the FA2
-//       kernels in the same step.
+//       sinks, sliding window, soft-cap. Head sizes 64, 128 and 256, bf16/fp16. With a KV staging buffer
+//       (reserve_kv_stage) a step whose blocks do not hold whole tiles, or whose KV is fp8 (e4m3/e5m2,
+//       per-tensor k_scale/v_scale), first copies its prefill context into contiguous blocks in the model
+//       dtype and FA3 reads those by TMA (flash_attn/kv_stage.h). Everything else in an FA3 step (decode
+//       tokens, other head sizes, ALiBi, fp8 KV that does not fit the buffer) runs the FA2 kernels in the
+//       same step.
 //
 // Host side as TRITON_ATTN: plan once per step (may upload a work list), run() only launches, so a
 // decode step can be captured in a CUDA graph.
@@ -43,6 +46,11 @@ class FlashAttnWorkspace {
 
   // Sizes the scratch for up to max_tokens tokens and max_seqs sequences of a layer shape.
   void reserve(int max_tokens, int max_seqs, int num_q_heads, int head_size, int max_splits);
+  // The FA3 KV staging buffer: room for `tokens` context tokens of the step's prefill sequences (plus a
+  // partial last block for up to 32 of them), num_kv_heads x 2 x head_size elements of `dtype` each; steps
+  // of up to max_seqs sequences may stage.
+  // tokens = 0 frees it (no staging: block-16 steps gather pages, fp8 prefill runs FA2).
+  void reserve_kv_stage(int tokens, int max_seqs, int num_kv_heads, int head_size, DType dtype);
 
   PagedAttentionWorkspace fa2;  // every sequence, or only the decode sequences when fa3_items > 0
   int fa3_items = 0;            // query tiles of the FA3 prefill kernel this step (0: FA3 kernel not launched)
@@ -50,6 +58,15 @@ class FlashAttnWorkspace {
   int* fa3_host = nullptr;      // pinned staging
   int fa3_capacity = 0;
   bool fa3_only = false;        // every sequence of the step runs the FA3 kernel (the FA2 plan is empty)
+
+  // KV staging (reserve_kv_stage); the plan fills the block list when the step's FA3 context fits.
+  void* kv_stage = nullptr;          // [kv_stage_blocks * 128 tokens][num_kv_heads][2][head_size]
+  int kv_stage_blocks = 0;           // capacity in 128-token blocks
+  int* stage_first_block = nullptr;  // device [max_seqs]
+  int* stage_blocks = nullptr;       // device int2 [kv_stage_blocks]: {seq, block within the sequence}
+  int* stage_host = nullptr;         // pinned: first_block then blocks
+  int stage_max_seqs = 0;
+  int stage_count = 0;               // staged blocks planned this step (0: the step is not staged)
 };
 
 // True when this binary has the FA3 kernels and the current device is SM 9.0.
