@@ -187,6 +187,11 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     if (p.layout == KvLayout::kNHD) return ((size_t(blk) * p.block_size + off) * p.num_kv_heads + kvh) * kv_row_stride;
     return ((size_t(blk) * p.num_kv_heads + kvh) * p.block_size + off) * kv_row_stride;
   };
+  // Fast loads (key-split body, 16-bit KV, head_size == D): a warp's 16 keys lie in one block at a fixed
+  // stride, so a run of 16 keys inside the context is copied without per-key block-table reads, bounds
+  // checks or index arithmetic (the generic loop costs ~4x the instructions; the decode loop is issue bound).
+  const bool fast_loads = one_block_per_warp && hs == D;
+  const size_t key_stride = p.layout == KvLayout::kNHD ? size_t(p.num_kv_heads) * kv_row_stride : kv_row_stride;
   // Who copies which KV rows: in the key-split body each warp loads (and, for fp8, converts) only its own
   // 16 keys, so warps run independent pipelines synchronised by __syncwarp; otherwise the CTA loads the tile.
   const int ld_row0 = kSplit ? koff : 0;
@@ -204,6 +209,23 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       uint8_t* k_dst = staging + size_t(stage) * 2 * BN * D;
       uint8_t* v_dst = k_dst + BN * D;
       const uint8_t* kv = static_cast<const uint8_t*>(p.kv_cache);
+      if constexpr (kSplit) {
+        const int first = tile * BN + ld_row0;
+        if (fast_loads && first + 16 <= ctx) {
+          static_assert(32 % FCH == 0, "fast loads: a warp pass covers whole rows");
+          constexpr int kRowsPerPass = 32 / FCH;
+          const int c = lane % FCH, r0 = lane / FCH;
+          const uint8_t* src = kv + slot_ptr(first + r0) + c * 16;
+#pragma unroll
+          for (int k = 0; k < 16 / kRowsPerPass; ++k) {
+            const int r = ld_row0 + r0 + k * kRowsPerPass;
+            cp_async_16(k_dst + r * D + c * 16, src);
+            cp_async_16(v_dst + r * D + c * 16, src + D);
+            src += kRowsPerPass * key_stride;
+          }
+          return;
+        }
+      }
       for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
         int r = ld_row0 + i / FCH, c = i % FCH, key = tile * BN + r;
         if (key < ctx && c * 16 < hs) {
@@ -219,6 +241,23 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       uint4* k_dst = sK + stage * BN * CH;
       uint4* v_dst = sV + stage * BN * CH;
       const T* kv = static_cast<const T*>(p.kv_cache);
+      if constexpr (kSplit) {
+        const int first = tile * BN + ld_row0;
+        if (fast_loads && first + 16 <= ctx) {
+          static_assert(32 % CH == 0, "fast loads: a warp pass covers whole rows");
+          constexpr int kRowsPerPass = 32 / CH;
+          const int c = lane % CH, r0 = lane / CH;
+          const T* src = kv + slot_ptr(first + r0) + c * 8;
+#pragma unroll
+          for (int k = 0; k < 16 / kRowsPerPass; ++k) {
+            const int pos = swz<CH>(ld_row0 + r0 + k * kRowsPerPass, c);
+            cp_async_16(&k_dst[pos], src);
+            cp_async_16(&v_dst[pos], src + D);
+            src += kRowsPerPass * key_stride;
+          }
+          return;
+        }
+      }
       for (int i = ld_first; i < ld_rows * CH; i += ld_step) {
         int r = ld_row0 + i / CH, c = i % CH, key = tile * BN + r;
         int pos = swz<CH>(r, c);
@@ -268,6 +307,11 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 #pragma unroll
   for (int j = 0; j < kDT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   const float qk_scale = p.scale * p.k_scale;
+  const float qk_scale_log2 = qk_scale * kLog2e;
+  // Tiles whose keys every valid row attends without soft-cap or ALiBi need no per-element masking: keys
+  // below plain_end (the context, or for causal steps the first row's position + 1) and no sliding window.
+  const bool plain_mask = p.softcap <= 0.f && !p.alibi_slopes && p.sliding_window <= 0;
+  const int plain_end = p.causal ? min(ctx, first_pos + row_start / G + 1) : ctx;
 
   __syncthreads();  // the Q tile, written by every thread, is read by every warp
 
@@ -312,20 +356,32 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     }
     // Scale, soft-cap, ALiBi, mask; online softmax (log2 domain).
     float row_max[2] = {-INFINITY, -INFINITY};
+    if (plain_mask && tile * BN + koff + kNT * 8 <= plain_end) {
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) {
+      for (int j = 0; j < kNT; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int i = e / 2;
-        int key = tile * BN + koff + j * 8 + (lane % 4) * 2 + (e % 2);
-        float x = s[j][e] * qk_scale;
-        if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-        x += slope[i] * float(key - q_pos[i]);
-        bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
-                  (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window);
-        x = ok ? x * kLog2e : -INFINITY;
-        s[j][e] = x;
-        row_max[i] = fmaxf(row_max[i], x);
+        for (int e = 0; e < 4; ++e) {
+          const float x = row_ok[e / 2] ? s[j][e] * qk_scale_log2 : -INFINITY;
+          s[j][e] = x;
+          row_max[e / 2] = fmaxf(row_max[e / 2], x);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int i = e / 2;
+          int key = tile * BN + koff + j * 8 + (lane % 4) * 2 + (e % 2);
+          float x = s[j][e] * qk_scale;
+          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+          x += slope[i] * float(key - q_pos[i]);
+          bool ok = row_ok[i] && key < ctx && (!p.causal || key <= q_pos[i]) &&
+                    (p.sliding_window <= 0 || key > q_pos[i] - p.sliding_window);
+          x = ok ? x * kLog2e : -INFINITY;
+          s[j][e] = x;
+          row_max[i] = fmaxf(row_max[i], x);
+        }
       }
     }
     float alpha[2];
