@@ -4,11 +4,12 @@
 // shapes in the same device call.
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
-//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--no-kv-stage]
+//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
+// --splits N forces N KV splits on TRITON_ATTN (the planner's choice otherwise), for split-count sweeps.
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -133,10 +134,17 @@ struct Result {
   std::string kernels;  // FLASH_ATTN: the kernels its plan ran
 };
 
-// merge_min_splits < 0: the library default for where split-KV decode merges (in the kernel or after it).
-// kv_stage: FLASH_ATTN gets a KV staging buffer (FA3 prefill steps whose blocks do not hold whole tiles copy
-// their context into contiguous blocks first; the copy is part of the timed step).
-Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_splits, bool kv_stage) {
+// Planner overrides for A/B runs. merge_min_splits < 0: the library default for where split-KV decode merges
+// (in the kernel or after it). kv_stage: FLASH_ATTN gets a KV staging buffer (FA3 prefill steps whose blocks
+// do not hold whole tiles copy their context into contiguous blocks first; the copy is part of the timed
+// step). splits > 0: TRITON_ATTN runs exactly that many KV splits.
+struct Knobs {
+  int merge_min_splits = -1;
+  bool kv_stage = true;
+  int splits = 0;
+};
+
+Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knobs) {
   const int T = s.batch * s.q_len;
   const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
   const size_t num_blocks = size_t(s.batch) * blocks_per_seq;
@@ -186,7 +194,12 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_spl
     case Backend::kTriton: {
       PagedAttentionOptions opt;
       opt.num_sms = num_sms;
-      if (merge_min_splits >= 0) opt.in_kernel_merge_min_splits = merge_min_splits;
+      opt.fp8_kv = dtype_is_fp8(s.kv);
+      if (knobs.merge_min_splits >= 0) opt.in_kernel_merge_min_splits = knobs.merge_min_splits;
+      if (knobs.splits > 0) {
+        opt.force_splits = true;
+        opt.max_splits = knobs.splits;
+      }
       PagedAttentionWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
@@ -199,10 +212,10 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, int merge_min_spl
       FlashAttnOptions opt;
       opt.version = backend == Backend::kFlash3 ? 3 : 2;
       opt.num_sms = num_sms;
-      if (merge_min_splits >= 0) opt.in_kernel_merge_min_splits = merge_min_splits;
+      if (knobs.merge_min_splits >= 0) opt.in_kernel_merge_min_splits = knobs.merge_min_splits;
       FlashAttnWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
-      if (kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
+      if (knobs.kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
       plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
       r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters);
@@ -295,15 +308,14 @@ struct Args {
   bool decode = true, prefill = true;
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
-  int merge_min_splits = -1;       // --merge-min-splits N: in-kernel split merge from N splits (A/B runs)
-  bool kv_stage = true;            // --no-kv-stage: FA3 reads block-16 pages directly (gather)
+  Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--no-kv-stage]\n",
+               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]\n",
                what.c_str());
   std::exit(2);
 }
@@ -333,9 +345,12 @@ Args parse_args(int argc, char** argv) {
       if (v == "fp8") a.one_kv = DType::kF8E4M3;
       else if (v != "bf16") usage_error("unknown --kv '" + v + "': use bf16 or fp8");
     } else if (opt == "--no-kv-stage") {
-      a.kv_stage = false;
+      a.knobs.kv_stage = false;
+    } else if (opt == "--splits") {
+      a.knobs.splits = std::atoi(value("--splits").c_str());
+      if (a.knobs.splits <= 0) usage_error("--splits needs a positive count");
     } else if (opt == "--merge-min-splits") {
-      a.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
+      a.knobs.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
     } else if (opt == "--decode") {
       a.one_batch = std::atoi(value("--decode").c_str());
       a.one_ctx = std::atoi(value("--decode").c_str());
@@ -371,7 +386,7 @@ int main(int argc, char** argv) {
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s);
     try {
-      Result r = run_shape(b, s, num_sms, args.merge_min_splits, args.kv_stage);
+      Result r = run_shape(b, s, num_sms, args.knobs);
       const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;
       if (s.q_len == 1) {
         double tbs = r.bytes / (r.ms * 1e-3) / 1e12;

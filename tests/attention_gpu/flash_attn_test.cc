@@ -37,6 +37,7 @@ class FlashAttnGpu : public ::testing::TestWithParam<Mode> {
         opt.max_splits = cs.force_splits;
         opt.force_splits = true;
       }
+      opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
       FlashAttnWorkspace ws;
       ws.reserve(p.num_tokens, p.num_seqs, p.num_q_heads, p.head_size, opt.max_splits);
       if (stage) {

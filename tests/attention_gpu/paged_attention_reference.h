@@ -54,6 +54,7 @@ struct Case {
   bool alibi = false, sinks = false;
   bool causal = true;     // false: every query token attends the whole context
   int force_splits = 0;   // > 0: exactly this many KV splits
+  int merge_in_kernel_from = 0;  // > 0: in_kernel_merge_min_splits (the decode kernel merges its splits)
   int launches = 1;       // > 1: relaunch with the output poisoned again, as a replayed decode step would
   int check_every = 1;    // reference on every n-th query token (long prefills)
   int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
@@ -71,6 +72,7 @@ inline std::string describe(const Case& c) {
   if (c.alibi) s += " alibi";
   if (c.sinks) s += " sinks";
   if (c.force_splits > 0) s += " splits=" + std::to_string(c.force_splits);
+  if (c.merge_in_kernel_from > 0) s += " merge-in-kernel";
   if (c.launches > 1) s += " launches=" + std::to_string(c.launches);
   if (c.layout == KvLayout::kHND) s += " HND";
   if (c.q_pad > 0) s += " strided-q";
@@ -277,19 +279,24 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
 
 // Decode with split KV, shared by the backends' tests: forced split counts (what a captured decode step
 // uses) over short and long contexts, and one long context where the planner chooses the splits.
-// Split-KV decode. The split decode kernel merges in place (the last CTA of a row group, counted on
-// device counters that must re-arm): the split cases run three times, each on a freshly poisoned output.
+// Split-KV decode. The splits merge in the separate merge kernel (the default) or in the decode kernel
+// itself (the last CTA of a row group, counted on device counters that must re-arm): the split cases run
+// three times, each on a freshly poisoned output.
 inline std::vector<Case> decode_split_kv_cases() {
   std::vector<Case> cases;
   for (int splits : {1, 3, 16}) {
-    Case c;
-    c.query_lens = {1, 1, 1};
-    c.seq_lens = {4099, 1, 1000};
-    c.num_q_heads = 32;
-    c.num_kv_heads = 8;
-    c.force_splits = splits;
-    c.launches = splits > 1 ? 3 : 1;
-    cases.push_back(c);
+    for (int in_kernel : {0, 2}) {
+      if (splits == 1 && in_kernel) continue;
+      Case c;
+      c.query_lens = {1, 1, 1};
+      c.seq_lens = {4099, 1, 1000};
+      c.num_q_heads = 32;
+      c.num_kv_heads = 8;
+      c.force_splits = splits;
+      c.merge_in_kernel_from = in_kernel;
+      c.launches = splits > 1 ? 3 : 1;
+      cases.push_back(c);
+    }
   }
   Case automatic;  // batch 1, long context: the planner splits
   automatic.query_lens = {1};
@@ -302,9 +309,10 @@ inline std::vector<Case> decode_split_kv_cases() {
 }
 
 // The features one at a time on `base`, as both backends' tests run them: sliding window 64, soft-cap 5,
-// sinks, sinks through a 4-way split merge, ALiBi, the HND layout.
+// sinks, sinks through a 4-way split merge (in the merge kernel, and in the decode kernel), ALiBi, the HND
+// layout.
 inline std::vector<Case> one_feature_cases(const Case& base) {
-  std::vector<Case> cases(6, base);
+  std::vector<Case> cases(7, base);
   cases[0].sliding_window = 64;
   cases[1].softcap = 5.f;
   cases[2].sinks = true;
@@ -312,6 +320,9 @@ inline std::vector<Case> one_feature_cases(const Case& base) {
   cases[3].force_splits = 4;  // sinks through the merge
   cases[4].alibi = true;
   cases[5].layout = KvLayout::kHND;
+  cases[6].sinks = true;
+  cases[6].force_splits = 4;
+  cases[6].merge_in_kernel_from = 2;
   return cases;
 }
 

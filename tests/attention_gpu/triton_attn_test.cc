@@ -23,6 +23,8 @@ void run_case(const Case& c, bool separate = false) {
       opt.max_splits = cs.force_splits;
       opt.force_splits = true;
     }
+    opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
+    opt.fp8_kv = dtype_is_fp8(cs.kv_dtype);
     PagedAttentionWorkspace ws, ws2;
     ws.reserve(T, S, Hq, D, opt.max_splits);
     if (separate) {

@@ -18,6 +18,7 @@ std::string_view dtype_name(DType t);
 // Accepts canonical names and the common aliases (f32, bf16, half, float, fp16, F32/BF16/F16 of safetensors...).
 std::optional<DType> dtype_from_name(std::string_view name);
 bool dtype_is_float(DType t);
+inline bool dtype_is_fp8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E5M2; }
 
 // ---- scalar conversions (round to nearest even, IEEE semantics for NaN/Inf where the format has them) ----
 

@@ -34,7 +34,7 @@ struct FlashAttnOptions {
   int num_sms = 132;
   int max_splits = 64;        // KV splits of the FA2 decode kernel (fixed under CUDA-graph capture)
   bool force_splits = false;  // exactly max_splits (graph capture)
-  int in_kernel_merge_min_splits = 8;  // see PagedAttentionOptions
+  int in_kernel_merge_min_splits = 0;  // see PagedAttentionOptions (0: the separate merge kernel)
 };
 
 class FlashAttnWorkspace {

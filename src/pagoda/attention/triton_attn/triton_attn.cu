@@ -205,6 +205,14 @@ bool paged_attention_uses_tensor_cores(DType dtype, int head_size) {
   return (dtype == DType::kBF16 || dtype == DType::kF16) && head_size % 8 == 0 && head_size <= 256;
 }
 
+int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits) {
+  if (row_groups <= 0) return 1;
+  const long target = long(fp8_kv ? kDecodeCtasPerSm : 1) * num_sms;  // CTAs that fill the GPU
+  const long fill = (target + row_groups / 2) / row_groups;             // rounded: 132 / 128 groups -> 1
+  const long cap = std::max(1, std::min(max_splits, max_kv_tiles / 2));
+  return int(std::max(1L, std::min(fill, cap)));
+}
+
 void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
                           const PagedAttentionOptions& opt, PagedAttentionWorkspace& ws, cudaStream_t stream) {
   PAGODA_CHECK(batch.query_lens.size() == batch.seq_lens.size(), "query_lens and seq_lens differ in length");
@@ -221,9 +229,17 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     max_ctx = std::max(max_ctx, batch.seq_lens[s]);
   }
   tiles *= num_kv_heads;
+  bool all_decode = tiles > 0;  // every tile has <= 16 query rows: the decode-only kernel runs
+  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
+    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
+    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    all_decode = all_decode && batch.query_lens[s] * G <= 16;
+  }
   int splits = 1;
   if (opt.force_splits) {
     splits = opt.max_splits;
+  } else if (all_decode) {
+    splits = decode_kv_splits(tiles, (max_ctx + 63) / 64, opt.num_sms, opt.fp8_kv, opt.max_splits);
   } else if (tiles > 0) {
     // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), pick the
     // KV split count whose last wave is fullest; among near-equal choices the fewest splits (less merging).
@@ -265,15 +281,10 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   }
   ws.num_work_items = n;
   ws.num_splits = splits;
-  bool all_decode = n > 0;
-  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
-    all_decode = all_decode && batch.query_lens[s] * G <= 16;
-  }
-  ws.all_decode = all_decode;
+  ws.all_decode = all_decode && n > 0;
   ws.split_needs_merge = splits > 1;
-  ws.merge_in_kernel = all_decode && splits >= opt.in_kernel_merge_min_splits;
+  ws.merge_in_kernel =
+      ws.all_decode && opt.in_kernel_merge_min_splits > 0 && splits >= opt.in_kernel_merge_min_splits;
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
 

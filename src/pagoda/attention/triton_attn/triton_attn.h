@@ -91,17 +91,27 @@ class PagedAttentionWorkspace {
 };
 
 // CTAs of the decode kernel resident per SM (its registers and shared memory allow three): the unit the
-// split planner and the CUDA-graph split choice fill the GPU in.
+// split planner fills the GPU in for steps that mix prefill and decode.
 constexpr int kDecodeCtasPerSm = 3;
+
+// KV splits of a decode-only step with `row_groups` decode CTAs before splitting (sequences x KV heads)
+// and at most `max_kv_tiles` 64-key tiles per sequence: enough CTAs for one per SM with 16-bit KV (one
+// decode CTA streams ~90% of an SM's share of the H200's bandwidth, and every split costs a merge), three
+// per SM with fp8 KV (its in-kernel conversion halves a CTA's rate); each split keeps at least 2 tiles.
+// The split-count sweep behind these numbers is in docs/flash-attn-notes.md.
+int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
 
 struct PagedAttentionOptions {
   int num_sms = 132;
   int max_splits = 64;        // upper bound on KV splits (fixed under CUDA-graph capture)
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
   int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
-  // Decode steps with at least this many KV splits merge them inside the decode kernel (the last CTA of a
-  // row group); fewer splits run the separate merge kernel, which is cheaper when there are many groups.
-  int in_kernel_merge_min_splits = 8;
+  bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
+  // Decode steps with at least this many KV splits (> 0) merge them inside the decode kernel (the last CTA
+  // of a row group); otherwise the separate merge kernel runs. 0 (the default): never in the kernel -- with
+  // the decode loop no longer issue bound, the separate kernel measured as fast or faster at every split
+  // count (H200, docs/flash-attn-notes.md).
+  int in_kernel_merge_min_splits = 0;
 };
 
 // Builds the work list for this step and uploads it (async on `stream`). Needs num_q_heads/num_kv_heads

@@ -109,6 +109,7 @@ struct CudaModelRunner::Attention {
     o.num_sms = num_sms;
     o.max_splits = max_splits;
     o.force_splits = force_splits;
+    o.fp8_kv = dtype_is_fp8(kv_dtype);
     if (!separate) {
       plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, o, triton, stream);
       return;
@@ -191,11 +192,10 @@ namespace {
 constexpr int kEagerMaxSplits = 64;  // most KV splits of an eager step (the runner's workspace is reserved for it)
 }  // namespace
 
-int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits) {
-  const int slots = kDecodeCtasPerSm * num_sms;
-  const int ctas = std::max(1, batch * num_kv_heads);
-  const int fill = (slots + ctas - 1) / ctas;
-  return std::max(1, std::min({fill, max_splits, kEagerMaxSplits}));
+int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits) {
+  // The eager planner's rule (decode_kv_splits) for a context of unknown length; the cap wins.
+  const int cap = std::max(1, std::min(max_splits, kEagerMaxSplits));
+  return decode_kv_splits(std::max(1, batch * num_kv_heads), 2 * cap, num_sms, fp8_kv, cap);
 }
 
 CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
@@ -612,7 +612,7 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
       // eagerly (cuBLASLt plans, kernel attributes), then capture it.
       g = std::make_unique<Impl::Graph>();
       g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
-      g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, m.opt.max_graph_splits));
+      g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, dtype_is_fp8(m.opt.kv_dtype), m.opt.max_graph_splits));
       AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
       g->attention.plan(full, /*force_splits=*/true, m.stream);
       enqueue_step(Tp, Sp, Rp, g->attention);

@@ -42,10 +42,10 @@ struct CudaRunnerOptions {
   int max_graph_splits = 16;
 };
 
-// The fixed KV split count of a captured decode step of `batch` sequences: enough CTAs to fill the GPU
-// (three decode CTAs per SM) at any context, capped by max_splits. Batch 1 with 8 KV heads on 132 SMs
-// takes min(cap, 50); batch 64 takes 1.
-int graph_decode_splits(int batch, int num_kv_heads, int num_sms, int max_splits);
+// The fixed KV split count of a captured decode step of `batch` sequences: the eager planner's choice
+// (decode_kv_splits: one decode CTA per SM, three with fp8 KV) at any context, capped by max_splits. Batch 1
+// with 8 KV heads on 132 SMs takes 17 (fp8: min(cap, 50)); batch 16 and up take 1.
+int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits);
 
 class CudaModelRunner final : public ModelRunner {
  public:
