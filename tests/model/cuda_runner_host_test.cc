@@ -7,32 +7,41 @@
 namespace pagoda {
 namespace {
 
-// A decode step's KV splits: one CTA per SM with 16-bit KV, three with fp8 (rounded to the nearest count),
-// at least 2 KV tiles per split, at most max_splits.
-TEST(DecodeKvSplits, OneCtaPerSmOrThreeForFp8) {
+// A decode step's KV splits. 16-bit KV: at most one CTA per SM, at least 2 KV tiles per split. fp8 KV: the
+// fullest last wave of three CTAs per SM, at most 32 splits.
+TEST(DecodeKvSplits, OneCtaPerSmFor16BitKv) {
   // 132 SMs, 8 KV heads.
-  EXPECT_EQ(decode_kv_splits(8, 512, 132, false, 64), 17);   // 1 x 32k: 132 / 8 = 16.5 -> 17
-  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64), 50);    // fp8: 396 / 8 = 49.5 -> 50
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, false, 64), 16);   // 1 x 32k: 132 / 8 = 16.5 -> 16 (136 CTAs would
+                                                             // put two on 4 SMs)
   EXPECT_EQ(decode_kv_splits(8, 16, 132, false, 64), 8);     // 1 x 1k: 16 tiles, 2 per split
+  EXPECT_EQ(decode_kv_splits(64, 64, 132, false, 64), 2);
   EXPECT_EQ(decode_kv_splits(128, 64, 132, false, 64), 1);   // 16 x 4k: 128 CTAs already give each SM one
-  EXPECT_EQ(decode_kv_splits(128, 64, 132, true, 64), 3);    // fp8: 396 / 128 = 3.1 -> 3
-  EXPECT_EQ(decode_kv_splits(512, 32, 132, true, 64), 1);    // 64 x 2k fp8: 396 / 512 rounds to 1
-  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 32), 32);    // the cap wins
+  EXPECT_EQ(decode_kv_splits(140, 64, 132, false, 64), 1);
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, false, 8), 8);     // the cap wins
   EXPECT_EQ(decode_kv_splits(8, 1, 132, false, 64), 1);      // a single tile is never split
   EXPECT_EQ(decode_kv_splits(0, 64, 132, false, 64), 1);
+}
+
+TEST(DecodeKvSplits, FullestWaveOfThreeCtasPerSmForFp8) {
+  EXPECT_EQ(decode_kv_splits(128, 64, 132, true, 64), 3);    // 16 x 4k: 384 of 396 slots
+  EXPECT_EQ(decode_kv_splits(512, 32, 132, true, 64), 3);    // 64 x 2k: 1536 CTAs = 3.9 waves
+  EXPECT_EQ(decode_kv_splits(256, 128, 132, true, 64), 3);   // 32 x 8k
+  EXPECT_EQ(decode_kv_splits(1024, 64, 132, true, 64), 1);   // 128 x 4k: 2.6 waves unsplit
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64), 31);    // 1 x 32k: up to 32 splits
+  EXPECT_EQ(decode_kv_splits(8, 16, 132, true, 64), 8);      // 1 x 1k: 2 tiles per split
 }
 
 // The KV split count a captured decode step fixes: the eager rule for a context of any length, capped by
 // the configured maximum (flash_attn_max_num_splits_for_cuda_graph) and by the eager workspace's 64.
 TEST(GraphDecodeSplits, FillsTheGpuUpToTheCap) {
-  EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 32), 17);    // (132 + 4) / 8
-  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 32), 32);     // fp8: 50 would fill it; the cap wins
-  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 64), 50);
-  EXPECT_EQ(graph_decode_splits(8, 8, 132, false, 32), 2);     // (132 + 32) / 64
+  EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 32), 16);
+  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 32), 31);
+  EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 8), 8);      // the cap wins
+  EXPECT_EQ(graph_decode_splits(8, 8, 132, false, 32), 2);
   EXPECT_EQ(graph_decode_splits(16, 8, 132, false, 32), 1);    // 128 CTAs
-  EXPECT_EQ(graph_decode_splits(32, 8, 132, true, 32), 2);     // (396 + 128) / 256
+  EXPECT_EQ(graph_decode_splits(32, 8, 132, true, 32), 3);
   EXPECT_EQ(graph_decode_splits(256, 8, 132, true, 32), 1);
-  EXPECT_EQ(graph_decode_splits(1, 1, 132, true, 1000), 64);   // never past the eager workspace's 64
+  EXPECT_EQ(graph_decode_splits(1, 1, 132, false, 1000), 64);  // never past the eager workspace's 64
 }
 
 TEST(GraphDecodeSplits, NonPositiveCapMeansUnsplit) {

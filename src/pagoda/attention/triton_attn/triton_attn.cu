@@ -205,12 +205,31 @@ bool paged_attention_uses_tensor_cores(DType dtype, int head_size) {
   return (dtype == DType::kBF16 || dtype == DType::kF16) && head_size % 8 == 0 && head_size <= 256;
 }
 
+namespace {
+// The KV split count in [1, cap] whose last wave of `slots` CTAs is fullest; among choices within 4% of the
+// best, the fewest splits (less merging).
+int fullest_last_wave(long tiles, double slots, int cap) {
+  auto efficiency = [&](int s) {
+    const double waves = double(tiles) * s / slots;
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int s = 1; s <= cap; ++s) best = std::max(best, efficiency(s));
+  for (int s = 1; s <= cap; ++s)
+    if (efficiency(s) >= 0.96 * best) return s;
+  return 1;
+}
+}  // namespace
+
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits) {
   if (row_groups <= 0) return 1;
-  const long target = long(fp8_kv ? kDecodeCtasPerSm : 1) * num_sms;  // CTAs that fill the GPU
-  const long fill = (target + row_groups / 2) / row_groups;             // rounded: 132 / 128 groups -> 1
-  const long cap = std::max(1, std::min(max_splits, max_kv_tiles / 2));
-  return int(std::max(1L, std::min(fill, cap)));
+  if (!fp8_kv) {
+    const long cap = std::max(1, std::min(max_splits, max_kv_tiles / 2));
+    return int(std::max(1L, std::min(long(num_sms) / row_groups, cap)));
+  }
+  const double slots = double(kDecodeCtasPerSm) * num_sms;
+  if (double(row_groups) >= 2 * slots) return 1;
+  return fullest_last_wave(row_groups, slots, std::max(1, std::min({max_splits, 32, max_kv_tiles / 2})));
 }
 
 void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
@@ -247,20 +266,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     const double slots = double(kDecodeCtasPerSm) * opt.num_sms;
     const int kv_tiles = (max_ctx + 63) / 64;
     const int cap = std::max(1, std::min(opt.max_splits, kv_tiles / 4));
-    if (double(tiles) < 4 * slots) {
-      auto efficiency = [&](int s) {
-        double waves = double(tiles) * s / slots;
-        return waves / std::ceil(waves);
-      };
-      double best = 0;
-      for (int s = 1; s <= cap; ++s) best = std::max(best, efficiency(s));
-      for (int s = 1; s <= cap; ++s) {
-        if (efficiency(s) >= best - 0.03) {
-          splits = s;
-          break;
-        }
-      }
-    }
+    if (double(tiles) < 4 * slots) splits = fullest_last_wave(tiles, slots, cap);
   }
   splits = std::max(1, std::min(splits, ws.max_splits));
   long step_tokens = 0;  // token ids index the split partials: a step may split only within split_tokens

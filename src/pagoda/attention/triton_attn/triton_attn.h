@@ -90,15 +90,19 @@ class PagedAttentionWorkspace {
   bool merge_in_kernel = false;  // the decode kernel merges the splits (see in_kernel_merge_min_splits)
 };
 
-// CTAs of the decode kernel resident per SM (its registers and shared memory allow three): the unit the
-// split planner fills the GPU in for steps that mix prefill and decode.
+// CTAs of the fp8 decode kernel resident per SM (its registers and shared memory allow three): the unit the
+// split planner fills the GPU in for fp8 decode steps and for steps that mix prefill and decode.
 constexpr int kDecodeCtasPerSm = 3;
 
 // KV splits of a decode-only step with `row_groups` decode CTAs before splitting (sequences x KV heads)
-// and at most `max_kv_tiles` 64-key tiles per sequence: enough CTAs for one per SM with 16-bit KV (one
-// decode CTA streams ~90% of an SM's share of the H200's bandwidth, and every split costs a merge), three
-// per SM with fp8 KV (its in-kernel conversion halves a CTA's rate); each split keeps at least 2 tiles.
-// The split-count sweep behind these numbers is in docs/flash-attn-notes.md.
+// and at most `max_kv_tiles` 64-key tiles per sequence, at most max_splits:
+// - 16-bit KV: at most one CTA per SM (floor(SMs / groups)): one decode CTA streams most of an SM's share
+//   of the bandwidth, a second CTA on a few SMs makes them the tail, and every split costs merge work;
+//   each split keeps at least 2 tiles.
+// - fp8 KV: the conversion makes CTAs, not bytes in flight, the unit of throughput: the split count whose
+//   last wave of 3 CTAs per SM is fullest (the fewest within 4%) while groups < 2 waves, at most 32 splits
+//   (more merge work than fill gained, measured) and at least 2 tiles per split.
+// The split-count sweeps behind these rules are in docs/flash-attn-notes.md.
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
 
 struct PagedAttentionOptions {

@@ -106,11 +106,16 @@ __device__ __forceinline__ float output_scale(float m, float l, const float* sin
 template <typename T, typename Kv, int D, int BN, bool kDecodeOnly = false>
 struct Smem {
   static constexpr int kChunks = D / 8;
-  // The decode-only kernel reads 16 query rows; its smaller footprint lets three CTAs share an SM.
+  // The decode-only kernel reads 16 query rows; its smaller footprint lets more CTAs share an SM.
   static constexpr int kQRows = kDecodeOnly ? 16 : kBlockM;
   static constexpr bool kFp8 = !std::is_same_v<Kv, KvSame>;
-  // cp.async pipeline depth: 3 stages while two CTAs still fit an SM (D <= 128), else 2.
-  static constexpr int kStages = (D <= 128 && !kDecodeOnly) ? 3 : 2;
+  // cp.async pipeline depth: 3 stages while two CTAs still fit an SM (D <= 128), else 2. The fp8 decode
+  // kernel keeps 2 so that three CTAs share an SM: its in-kernel conversion makes it the CTA count, not
+  // the bytes in flight, that sets its rate (H200: 3 stages at 2 CTAs/SM took 0.097 vs 0.068 ms at 16x4k,
+  // while 16-bit KV gained from 3 stages, e.g. 64x2k 0.147 -> 0.135 ms).
+  static constexpr int kStages = (D <= 128 && !(kDecodeOnly && kFp8)) ? 3 : 2;
+  // CTAs of the decode-only kernel per SM that its launch bounds promise (registers <= 65536 / (128 x it)).
+  static constexpr int kDecodeCtasPerSm = kFp8 ? 3 : 2;
   // 16-bit KV lands in kStages K/V tiles; fp8 KV lands raw in kStages staging tiles and is converted
   // into one K/V tile before use.
   static constexpr int kTiles = kFp8 ? 1 : kStages;
@@ -546,11 +551,13 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
 }
 
 // The same kernel for steps whose every tile is decode-shaped (the common decode step): only the key-split
-// body, a 16-row Q tile and 2 stages, so that three CTAs fit an SM. kMergeSplits: the last CTA of each row
-// group merges the KV splits (many splits, few groups). A separate instantiation, because the merge code in
-// the same kernel costs the main loop registers (168 vs 156 at D = 128) and ~9% at 128 x 4k on the H200.
+// body and a 16-row Q tile, so that two CTAs (16-bit KV, 3 stages) or three (fp8 KV, 2 stages) fit an SM.
+// kMergeSplits: the last CTA of each row group merges the KV splits (opt-in: in_kernel_merge_min_splits). A
+// separate instantiation, because the merge code in the same kernel costs the main loop registers (168 vs
+// 156 at D = 128) and ~9% at 128 x 4k on the H200.
 template <typename T, typename Kv, int D, int BN, bool kMergeSplits>
-__global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const KernelArgs args) {
+__global__ void __launch_bounds__(kThreads, (Smem<T, Kv, D, BN, true>::kDecodeCtasPerSm))
+    decode_attention_kernel(const KernelArgs args) {
   extern __shared__ uint4 smem[];
   attention_tile<T, Kv, D, BN, true, Smem<T, Kv, D, BN, true>>(args, smem);
   if constexpr (kMergeSplits) last_split_merges<T, D>(args);
