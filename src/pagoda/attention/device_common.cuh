@@ -47,6 +47,21 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return
 template <>
 __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
+// Programmatic dependent launch (SM 9.0; no-ops elsewhere). A kernel calls pdl_launch_dependents() to let
+// the next kernel of the stream, when that one is launched with programmatic stream serialization, place
+// its CTAs before this grid ends; that kernel calls pdl_wait_for_prior_grid() before reading what this grid
+// wrote (it returns once this grid has completed and its memory is visible).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // 8 fp8 values (8 bytes) to 8 elements of T, bf16 or fp16 (exact: every e4m3/e5m2 value is a bf16 and an
 // fp16 value).
 template <typename T, __nv_fp8_interpretation_t kKind>

@@ -141,9 +141,20 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 // serve: it merges its own splits).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
+  attention_device::pdl_wait_for_prior_grid();  // launched programmatically behind the attention kernel
   const int4 w = args.work[blockIdx.x];
   if (w.z != 0) return;
   triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
+}
+
+// Programmatic dependent launch needs SM 9.0 (the device of the calling thread).
+bool pdl_supported() {
+  static const bool supported = [] {
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }();
+  return supported;
 }
 
 template <typename T>
@@ -161,8 +172,18 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
   }
   PAGODA_CUDA_OK(cudaGetLastError());
   if (args.write_partial && !merged) {
-    merge_partials_kernel<T><<<grid, kThreads, 0, stream>>>(args, ws.num_splits);
-    PAGODA_CUDA_OK(cudaGetLastError());
+    // Launched programmatically on SM 9.0: its launch and CTA placement overlap the attention kernel's
+    // tail (which triggers it); it waits for that kernel's completion before reading the partials.
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_supported() ? 1 : 0;
+    PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, merge_partials_kernel<T>, args, ws.num_splits));
   }
 }
 

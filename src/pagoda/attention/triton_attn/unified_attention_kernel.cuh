@@ -535,6 +535,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 
 template <typename T, typename Kv, int D, int BN>
 __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
+  attention_device::pdl_launch_dependents();  // the split merge kernel may take its place early
   extern __shared__ uint4 smem[];
   using S = Smem<T, Kv, D, BN>;
   // One kernel for the whole mixed batch; decode-shaped tiles (<= 16 query rows) take the key-split body.
@@ -558,6 +559,7 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
 template <typename T, typename Kv, int D, int BN, bool kMergeSplits>
 __global__ void __launch_bounds__(kThreads, (Smem<T, Kv, D, BN, true>::kDecodeCtasPerSm))
     decode_attention_kernel(const KernelArgs args) {
+  attention_device::pdl_launch_dependents();  // the split merge kernel may take its place early
   extern __shared__ uint4 smem[];
   attention_tile<T, Kv, D, BN, true, Smem<T, Kv, D, BN, true>>(args, smem);
   if constexpr (kMergeSplits) last_split_merges<T, D>(args);
