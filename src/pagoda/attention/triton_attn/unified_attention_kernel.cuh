@@ -130,6 +130,12 @@ struct Smem {
   static constexpr bool kCanWarpSplit = BN == 64;
 };
 
+// The split planner's slots for fp8 decode steps (kDecodeCtasPerSm, triton_attn.h) are the CTAs the fp8
+// decode kernel's launch bounds promise.
+static_assert(Smem<__nv_bfloat16, KvE4M3, 128, 64, true>::kDecodeCtasPerSm == kDecodeCtasPerSm &&
+                  Smem<__half, KvE5M2, 128, 64, true>::kDecodeCtasPerSm == kDecodeCtasPerSm,
+              "the planner's fp8 decode slots and the fp8 decode kernel's occupancy differ");
+
 template <typename T, typename Kv, int D, int BN, bool kSplit, typename S>
 __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* smem) {
   constexpr int CH = S::kChunks;
