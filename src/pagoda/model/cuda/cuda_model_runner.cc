@@ -355,9 +355,11 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
   m.attention.configure(options, c, m.num_sms, options.use_prefill_decode_attention);
   m.attention.reserve(int(T), int(S), kEagerMaxSplits);  // eager steps: the planner picks up to this many
-  if (options.attention_backend == BackendName::kFlashAttn && options.flash_attn_version == 3) {
+  if (options.attention_backend == BackendName::kFlashAttn && options.flash_attn_version == 3 &&
+      flash_attn_fa3_supported()) {
     // FA3 KV staging (flash_attn.h): a step's new tokens plus one full-length cached context, at most 64k
-    // tokens; larger steps gather 16-token pages (fp8 KV: FA2).
+    // tokens; larger steps gather 16-token pages (fp8 KV: FA2). Without the FA3 kernel (a version-3 step
+    // on another device runs FA2) nothing would read it.
     const int stage_tokens = int(std::min<size_t>(T + size_t(options.max_model_len), 65536));
     m.attention.flash.reserve_kv_stage(stage_tokens, int(S), c.num_kv_heads, D, options.dtype);
   }
