@@ -362,6 +362,10 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
     // on another device runs FA2) nothing would read it.
     const int stage_tokens = int(std::min<size_t>(T + size_t(options.max_model_len), 65536));
     m.attention.flash.reserve_kv_stage(stage_tokens, int(S), c.num_kv_heads, D, options.dtype);
+    const double gib = double(m.attention.flash.kv_stage_blocks) * 128 * c.num_kv_heads * 2 * D *
+                       dtype_size(options.dtype) / double(1ull << 30);
+    PAGODA_LOG_INFO("FA3 KV staging buffer: ", m.attention.flash.kv_stage_blocks * 128, " tokens (", gib,
+                    " GiB), reserved before the KV cache");
   }
   if (!options.enforce_eager)
     for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
