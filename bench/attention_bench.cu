@@ -5,11 +5,14 @@
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
 //                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]
+//                   [--cold]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
 // --splits N forces N KV splits on TRITON_ATTN (the planner's choice otherwise), for split-count sweeps.
+// --cold: each timed call follows a 256 MB memset that evicts L2 and hides the host's launch latency (see
+// Timing); bench/peers/attention_peers.py --cold times the peers the same way.
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -21,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -86,15 +90,25 @@ class EventPair {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// Cold timing (--cold): before each timed call a memset of `flush_bytes` evicts L2 (the previous call's KV
+// would otherwise hit in it at small shapes) and keeps the GPU busy while the host enqueues the call, so the
+// host's launch latency is not timed either (as triton.testing.do_bench times kernels). Without it, each
+// call is timed from an idle GPU: the launch latency counts, and L2 may hold the previous call's data.
+struct Timing {
+  void* flush = nullptr;  // non-null: cold timing
+  size_t flush_bytes = 0;
+};
+
 // Median of `iters` timed calls after 3 warm-up calls; each call timed alone with events on the default stream.
 template <typename F>
-float median_ms(F&& f, int iters) {
+float median_ms(F&& f, int iters, const Timing& timing = {}) {
   EventPair ev;
   for (int i = 0; i < 3; ++i) f();
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
+    if (timing.flush) CK(cudaMemsetAsync(timing.flush, i & 0xff, timing.flush_bytes));
     CK(cudaEventRecord(ev.start_));
     f();
     CK(cudaEventRecord(ev.stop_));
@@ -142,6 +156,7 @@ struct Knobs {
   int merge_min_splits = -1;
   bool kv_stage = true;
   int splits = 0;
+  Timing timing;  // --cold: L2 flushed and the launch latency hidden before each timed call
 };
 
 Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knobs) {
@@ -204,7 +219,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
-      r.ms = median_ms([&] { run_paged_attention(p, ws, nullptr); }, iters);
+      r.ms = median_ms([&] { run_paged_attention(p, ws, nullptr); }, iters, knobs.timing);
       break;
     }
     case Backend::kFlash2:
@@ -218,7 +233,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       if (knobs.kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
       plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
-      r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters);
+      r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters, knobs.timing);
       const bool fa2 = ws.fa2.num_work_items > 0;
       r.kernels = ws.fa3_items > 0 ? (fa2 ? "fa3+fa2" : "fa3") : "fa2";
       break;
@@ -309,13 +324,14 @@ struct Args {
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
   Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
+  bool cold = false;               // --cold: see Timing
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]\n",
+               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold]\n",
                what.c_str());
   std::exit(2);
 }
@@ -346,6 +362,8 @@ Args parse_args(int argc, char** argv) {
       else if (v != "bf16") usage_error("unknown --kv '" + v + "': use bf16 or fp8");
     } else if (opt == "--no-kv-stage") {
       a.knobs.kv_stage = false;
+    } else if (opt == "--cold") {
+      a.cold = true;
     } else if (opt == "--splits") {
       a.knobs.splits = std::atoi(value("--splits").c_str());
       if (a.knobs.splits <= 0) usage_error("--splits needs a positive count");
@@ -382,11 +400,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int num_sms = prop.multiProcessorCount;
+  Knobs knobs = args.knobs;
+  constexpr size_t kFlushBytes = size_t(256) << 20;  // > the L2 of every GPU pagoda targets (H200: 50 MB)
+  std::unique_ptr<DeviceBuffer> flush;
+  if (args.cold) {
+    flush = std::make_unique<DeviceBuffer>(kFlushBytes);
+    knobs.timing = Timing{flush->as<void>(), kFlushBytes};
+  }
   int failures = 0;
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s);
     try {
-      Result r = run_shape(b, s, num_sms, args.knobs);
+      Result r = run_shape(b, s, num_sms, knobs);
       const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;
       if (s.q_len == 1) {
         double tbs = r.bytes / (r.ms * 1e-3) / 1e12;
@@ -426,6 +451,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("device: %s, %d SMs\n", prop.name, num_sms);
+  if (args.cold) std::printf("timing: cold (L2 flushed and the launch latency hidden before each timed call)\n");
   if (std::find(args.backends.begin(), args.backends.end(), Backend::kFlash3) != args.backends.end())
     std::printf("FLASH_ATTN(v3): FA3 prefill kernel %s\n",
                 flash_attn_fa3_supported() ? "available" : "unavailable on this device/binary: its prefill runs FA2");

@@ -2,8 +2,13 @@
 PyTorch scaled_dot_product_attention with the flash and cuDNN backends (contiguous KV, GQA through
 enable_gqa=True) for decode and prefill, and compiled FlexAttention for prefill. Prints one line per
 (peer, shape) in the style of attention_bench (`PEER decode ...` / `PEER prefill ...`; a peer that refuses a
-shape prints `FAILED: why`) and writes $OUT/attention_peers.csv."""
+shape prints `FAILED: why`) and writes $OUT/attention_peers.csv.
+
+--cold: before each timed call a 256 MB zero fill evicts L2 and keeps the GPU busy while Python enqueues the
+call, so neither L2 hits from the previous call nor the host's launch latency are timed (attention_bench
+--cold times pagoda the same way)."""
 import os
+import sys
 import warnings
 
 import torch
@@ -28,15 +33,22 @@ PREFILL_SHAPES = [
     (1, 4096, 128, 8, True),
 ]
 HQ = 32
+COLD = "--cold" in sys.argv[1:]
+_flush = None  # the L2-flush buffer of --cold, made on first use
 
 
 def median_ms(fn, iters):
+    global _flush
+    if COLD and _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if _flush is not None:
+            _flush.zero_()
         a.record()
         fn()
         b.record()
@@ -151,6 +163,8 @@ def prefill_peers(rows):
 def main():
     out = os.environ.get("OUT", ".")
     print(f"peers: torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    if COLD:
+        print("timing: cold (L2 flushed and the launch latency hidden before each timed call)", flush=True)
     rows = []
     decode_peers(rows)
     prefill_peers(rows)
