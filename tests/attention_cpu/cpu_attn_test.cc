@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pagoda/core/dtype.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -41,12 +42,10 @@ std::vector<float> random_nonzero(size_t n, std::mt19937_64& rng) {
   return v;
 }
 
-bool is_fp8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E5M2; }
-
 // What the cache holds for x, read back as float: the value after rounding to the cache dtype (and scale).
 float quantized(float x, DType t, float scale) {
   uint8_t buf[4];
-  const float s = is_fp8(t) ? scale : 1.0f;
+  const float s = dtype_is_fp8(t) ? scale : 1.0f;
   store_from_f32(buf, t, 0, x / s);
   return load_as_f32(buf, t, 0) * s;
 }
@@ -122,7 +121,7 @@ void run_case(const Case& c, uint64_t seed) {
       for (int h = 0; h < nkv; ++h) {
         const int64_t blk = tables[size_t(s * max_blocks + p / bs)];
         const size_t base = size_t(((blk * nkv + h) * bs + p % bs) * 2 * hd);
-        const float scale_k = is_fp8(c.dtype) ? c.k_scale : 1.0f, scale_v = is_fp8(c.dtype) ? c.v_scale : 1.0f;
+        const float scale_k = dtype_is_fp8(c.dtype) ? c.k_scale : 1.0f, scale_v = dtype_is_fp8(c.dtype) ? c.v_scale : 1.0f;
         for (int d = 0; d < hd; d += 7) {
           const size_t src = size_t((p * nkv + h) * hd + d);
           ASSERT_EQ(load_as_f32(cache.data(), c.dtype, base + size_t(d)) * scale_k, quantized(K[size_t(s)][src], c.dtype, c.k_scale));
@@ -243,7 +242,7 @@ TEST(CpuAttn, OddHeadAndBlockSizes) {
 TEST(CpuAttn, CacheDtypes) {
   for (DType dt : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2}) {
     Case c{128, 16, 8, 2, {{1, 1}, {17, 17}, {97, 1}, {200, 33}}, dt};
-    if (is_fp8(dt)) c.k_scale = 0.25f, c.v_scale = 0.5f;
+    if (dtype_is_fp8(dt)) c.k_scale = 0.25f, c.v_scale = 0.5f;
     run_case(c, 200 + uint64_t(dt));
   }
 }

@@ -198,7 +198,7 @@ void cpu_attn_write_kv(const CpuAttnWriteKvParams& p) {
   const int64_t ks = p.key_stride ? p.key_stride : row;
   const int64_t vs = p.value_stride ? p.value_stride : row;
   const int64_t num_slots = p.num_blocks * p.block_size;
-  const bool fp8 = p.cache_dtype == DType::kF8E4M3 || p.cache_dtype == DType::kF8E5M2;
+  const bool fp8 = dtype_is_fp8(p.cache_dtype);
   const float inv_k = fp8 ? 1.0f / p.k_scale : 1.0f, inv_v = fp8 ? 1.0f / p.v_scale : 1.0f;
   for (int64_t t = 0; t < p.num_tokens; ++t) {
     const int64_t slot = p.slot_mapping[t];

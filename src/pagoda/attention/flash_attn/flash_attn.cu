@@ -62,7 +62,7 @@ bool flash_attn_fa3_supported() {
 }
 
 bool flash_attn_fa3_serves(int head_size, DType dtype, DType kv_dtype, bool alibi) {
-  const bool fp8 = kv_dtype == DType::kF8E4M3 || kv_dtype == DType::kF8E5M2;  // served through KV staging
+  const bool fp8 = dtype_is_fp8(kv_dtype);  // served through KV staging
   return (head_size == 64 || head_size == 128 || head_size == 256) && (dtype == DType::kBF16 || dtype == DType::kF16) &&
          (kv_dtype == dtype || fp8) && !alibi;
 }

@@ -75,7 +75,7 @@ void launch_typed(const PagedAttentionParams& p, const KvStage& st, cudaStream_t
 void launch_kv_stage(const PagedAttentionParams& p, const KvStage& stage, cudaStream_t stream) {
   if (stage.count == 0) return;
   PAGODA_CHECK(p.head_size % 8 == 0, "KV staging needs a head size that is a multiple of 8");
-  PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,
+  PAGODA_CHECK(p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype),
                "KV staging: KV dtype ", dtype_name(p.kv_dtype), " with model dtype ", dtype_name(p.dtype));
   if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, stage, stream);
   else if (p.dtype == DType::kF16) launch_typed<__half>(p, stage, stream);

@@ -328,7 +328,7 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
                   ws.merge_in_kernel && ws.split_needs_merge};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
-  if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2,
+  if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype),
                        "KV cache dtype ", dtype_name(p.kv_dtype), " with model dtype ", dtype_name(p.dtype));
   switch (p.dtype) {
     case DType::kBF16: launch_typed<__nv_bfloat16>(args, ws, tc, stream); return;
