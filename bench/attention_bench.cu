@@ -148,10 +148,10 @@ struct Result {
   std::string kernels;  // FLASH_ATTN: the kernels its plan ran
 };
 
-// Planner overrides for A/B runs. merge_min_splits < 0: the library default for where split-KV decode merges
-// (in the kernel or after it). kv_stage: FLASH_ATTN gets a KV staging buffer (FA3 prefill steps whose blocks
-// do not hold whole tiles copy their context into contiguous blocks first; the copy is part of the timed
-// step). splits > 0: TRITON_ATTN runs exactly that many KV splits.
+// Planner overrides and the timing mode, for A/B runs. merge_min_splits < 0: the library default for where
+// split-KV decode merges (in the kernel or after it). kv_stage: FLASH_ATTN gets a KV staging buffer (FA3
+// prefill steps whose blocks do not hold whole tiles copy their context into contiguous blocks first; the
+// copy is part of the timed step). splits > 0: TRITON_ATTN runs exactly that many KV splits.
 struct Knobs {
   int merge_min_splits = -1;
   bool kv_stage = true;

@@ -278,10 +278,10 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
 }
 
 // Decode with split KV, shared by the backends' tests: forced split counts (what a captured decode step
-// uses) over short and long contexts, and one long context where the planner chooses the splits.
-// Split-KV decode. The splits merge in the separate merge kernel (the default) or in the decode kernel
-// itself (the last CTA of a row group, counted on device counters that must re-arm): the split cases run
-// three times, each on a freshly poisoned output.
+// uses) over short and long contexts, and one long context where the planner chooses the splits. The
+// splits merge in the separate merge kernel (the default) or in the decode kernel itself (the last CTA of
+// a row group, counted on device counters that must re-arm): the split cases run three times, each on a
+// freshly poisoned output.
 inline std::vector<Case> decode_split_kv_cases() {
   std::vector<Case> cases;
   for (int splits : {1, 3, 16}) {

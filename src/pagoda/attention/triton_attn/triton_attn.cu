@@ -262,19 +262,16 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   // Split KV when the query tiles alone would leave most SMs idle (decode, small batches, long context).
   long tiles = 0;
   int max_ctx = 0;
+  bool all_decode = true;  // every tile has <= 16 query rows: the decode-only kernel runs
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
     if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
     if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
     tiles += (long(batch.query_lens[s]) * G + kBlockM - 1) / kBlockM;
     max_ctx = std::max(max_ctx, batch.seq_lens[s]);
-  }
-  tiles *= num_kv_heads;
-  bool all_decode = tiles > 0;  // every tile has <= 16 query rows: the decode-only kernel runs
-  for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
     all_decode = all_decode && batch.query_lens[s] * G <= 16;
   }
+  tiles *= num_kv_heads;
+  all_decode = all_decode && tiles > 0;
   int splits = 1;
   if (opt.force_splits) {
     splits = opt.max_splits;
