@@ -5,7 +5,7 @@
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
 //                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]
-//                   [--cold]
+//                   [--cold | --cold-clean]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -13,6 +13,8 @@
 // --splits N forces N KV splits on TRITON_ATTN (the planner's choice otherwise), for split-count sweeps.
 // --cold: each timed call follows a 256 MB memset that evicts L2 and hides the host's launch latency (see
 // Timing); bench/peers/attention_peers.py --cold times the peers the same way.
+// --cold-clean: the same with a 256 MB read instead of the memset, so that L2 holds no dirty lines either
+// (the state attention meets inside a captured decode step); attention_peers.py --cold-clean likewise.
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -94,10 +96,25 @@ class EventPair {
 // would otherwise hit in it at small shapes) and keeps the GPU busy while the host enqueues the call, so the
 // host's launch latency is not timed either (as triton.testing.do_bench times kernels). Without it, each
 // call is timed from an idle GPU: the launch latency counts, and L2 may hold the previous call's data.
+// The memset leaves L2 full of dirty lines that the timed call then writes back to DRAM (as do_bench's
+// zero_() does); --cold-clean flushes with a read (flush_read_kernel), leaving clean lines.
 struct Timing {
   void* flush = nullptr;  // non-null: cold timing
   size_t flush_bytes = 0;
+  bool clean = false;     // flush by reading, not by a memset
+  unsigned* sink = nullptr;
 };
+
+// Reads n 16-byte words; writes only if their XOR is a value the buffer cannot produce (never), so the reads
+// stay and nothing dirty is left in L2.
+__global__ void flush_read_kernel(const uint4* p, size_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0xdeadbeefu) *sink = x;
+}
 
 // Median of `iters` timed calls after 3 warm-up calls; each call timed alone with events on the default stream.
 template <typename F>
@@ -108,7 +125,11 @@ float median_ms(F&& f, int iters, const Timing& timing = {}) {
   CK(cudaDeviceSynchronize());
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    if (timing.flush) CK(cudaMemsetAsync(timing.flush, i & 0xff, timing.flush_bytes));
+    if (timing.flush && timing.clean) {
+      flush_read_kernel<<<1024, 256>>>(static_cast<const uint4*>(timing.flush), timing.flush_bytes / 16, timing.sink);
+    } else if (timing.flush) {
+      CK(cudaMemsetAsync(timing.flush, i & 0xff, timing.flush_bytes));
+    }
     CK(cudaEventRecord(ev.start_));
     f();
     CK(cudaEventRecord(ev.stop_));
@@ -324,14 +345,15 @@ struct Args {
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
   Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
-  bool cold = false;               // --cold: see Timing
+  bool cold = false;               // --cold or --cold-clean: see Timing
+  bool cold_clean = false;         // --cold-clean
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "attention_bench: %s\n"
                "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold]\n",
+               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean]\n",
                what.c_str());
   std::exit(2);
 }
@@ -364,6 +386,8 @@ Args parse_args(int argc, char** argv) {
       a.knobs.kv_stage = false;
     } else if (opt == "--cold") {
       a.cold = true;
+    } else if (opt == "--cold-clean") {
+      a.cold = a.cold_clean = true;
     } else if (opt == "--splits") {
       a.knobs.splits = std::atoi(value("--splits").c_str());
       if (a.knobs.splits <= 0) usage_error("--splits needs a positive count");
@@ -404,8 +428,10 @@ int main(int argc, char** argv) {
   constexpr size_t kFlushBytes = size_t(256) << 20;  // > the L2 of every GPU pagoda targets (H200: 50 MB)
   std::unique_ptr<DeviceBuffer> flush;
   if (args.cold) {
-    flush = std::make_unique<DeviceBuffer>(kFlushBytes);
-    knobs.timing = Timing{flush->as<void>(), kFlushBytes};
+    flush = std::make_unique<DeviceBuffer>(kFlushBytes + 16);
+    CK(cudaMemset(flush->as<void>(), 0, kFlushBytes + 16));
+    knobs.timing = Timing{flush->as<void>(), kFlushBytes, args.cold_clean,
+                          reinterpret_cast<unsigned*>(flush->as<char>() + kFlushBytes)};
   }
   int failures = 0;
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
@@ -451,7 +477,9 @@ int main(int argc, char** argv) {
   }
 
   std::printf("device: %s, %d SMs\n", prop.name, num_sms);
-  if (args.cold) std::printf("timing: cold (L2 flushed and the launch latency hidden before each timed call)\n");
+  if (args.cold)
+    std::printf("timing: cold (L2 flushed by a 256 MB %s and the launch latency hidden before each timed call)\n",
+                args.cold_clean ? "read" : "memset");
   if (std::find(args.backends.begin(), args.backends.end(), Backend::kFlash3) != args.backends.end())
     std::printf("FLASH_ATTN(v3): FA3 prefill kernel %s\n",
                 flash_attn_fa3_supported() ? "available" : "unavailable on this device/binary: its prefill runs FA2");

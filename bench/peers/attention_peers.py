@@ -6,7 +6,9 @@ shape prints `FAILED: why`) and writes $OUT/attention_peers.csv.
 
 --cold: before each timed call a 256 MB zero fill evicts L2 and keeps the GPU busy while Python enqueues the
 call, so neither L2 hits from the previous call nor the host's launch latency are timed (attention_bench
---cold times pagoda the same way)."""
+--cold times pagoda the same way). --cold-clean: the flush reads the buffer (a sum) instead of zeroing it, so
+L2 holds no dirty lines for the timed call to write back (attention_bench --cold-clean).
+--only decode|prefill: run one half (as attention_bench --only)."""
 import os
 import sys
 import warnings
@@ -33,7 +35,9 @@ PREFILL_SHAPES = [
     (1, 4096, 128, 8, True),
 ]
 HQ = 32
-COLD = "--cold" in sys.argv[1:]
+CLEAN = "--cold-clean" in sys.argv[1:]
+COLD = CLEAN or "--cold" in sys.argv[1:]
+ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[1:-1] else None
 _flush = None  # the L2-flush buffer of --cold, made on first use
 
 
@@ -47,7 +51,9 @@ def median_ms(fn, iters):
     times = []
     for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if _flush is not None:
+        if _flush is not None and CLEAN:
+            _flush.sum()
+        elif _flush is not None:
             _flush.zero_()
         a.record()
         fn()
@@ -164,10 +170,16 @@ def main():
     out = os.environ.get("OUT", ".")
     print(f"peers: torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     if COLD:
-        print("timing: cold (L2 flushed and the launch latency hidden before each timed call)", flush=True)
+        how = "read" if CLEAN else "zero fill"
+        print(f"timing: cold (L2 flushed by a 256 MB {how} and the launch latency hidden before each timed call)",
+              flush=True)
     rows = []
-    decode_peers(rows)
-    prefill_peers(rows)
+    if ONLY not in (None, "decode", "prefill"):
+        sys.exit(f"--only takes decode or prefill, not {ONLY!r}")
+    if ONLY != "prefill":
+        decode_peers(rows)
+    if ONLY != "decode":
+        prefill_peers(rows)
     with open(os.path.join(out, "attention_peers.csv"), "w") as f:
         f.write("backend,kind,kv,batch,ctx,q_len,head_size,q_heads,kv_heads,causal,ms,tbs,tflops\n")
         f.write("\n".join(rows) + "\n")

@@ -132,6 +132,28 @@ TEST(TritonAttnGpu, Fp8KvCache) {
   }
 }
 
+// Decode-only steps over an fp8 cache: the decode kernel's fp8 path (raw copies, a per-warp conversion pass),
+// with the planner's splits and forced ones through the merge kernel, relaunched on a poisoned output.
+TEST(TritonAttnGpu, Fp8DecodeKernel) {
+  SKIP_WITHOUT_GPU();
+  for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
+    for (int splits : {0, 1, 5}) {
+      Case c;
+      c.query_lens = {1, 1, 1};
+      c.seq_lens = {4099, 1, 1000};
+      c.num_q_heads = 32;
+      c.num_kv_heads = 8;
+      c.kv_dtype = kv;
+      c.dtype = kv == DType::kF8E4M3 ? DType::kBF16 : DType::kF16;
+      c.head_size = splits == 5 ? 64 : 128;
+      c.force_splits = splits;
+      c.launches = 2;
+      c.seed = 7 + splits;
+      run_case(c);
+    }
+  }
+}
+
 TEST(TritonAttnGpu, Float32AndOddHeadSizes) {
   SKIP_WITHOUT_GPU();
   for (int D : {32, 64, 128, 256}) {
