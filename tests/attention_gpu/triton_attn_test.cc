@@ -133,12 +133,19 @@ TEST(TritonAttnGpu, Fp8KvCache) {
 }
 
 // Decode-only steps over an fp8 cache: the decode kernel's fp8 path (raw copies, a per-warp conversion pass),
-// with the planner's splits and forced ones through the merge kernel, relaunched on a poisoned output.
+// with the planner's splits and forced ones, merged by the merge kernel or in the decode kernel, relaunched
+// on a poisoned output.
 TEST(TritonAttnGpu, Fp8DecodeKernel) {
   SKIP_WITHOUT_GPU();
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
-    for (int splits : {0, 1, 5}) {
+    struct Run {
+      int splits;  // 0: the planner's
+      bool in_kernel;
+    };
+    for (const Run run : {Run{0, false}, Run{1, false}, Run{5, false}, Run{5, true}}) {
+      const int splits = run.splits;
       Case c;
+      c.merge_in_kernel_from = run.in_kernel ? 2 : 0;
       c.query_lens = {1, 1, 1};
       c.seq_lens = {4099, 1, 1000};
       c.num_q_heads = 32;
@@ -148,7 +155,7 @@ TEST(TritonAttnGpu, Fp8DecodeKernel) {
       c.head_size = splits == 5 ? 64 : 128;
       c.force_splits = splits;
       c.launches = 2;
-      c.seed = 7 + splits;
+      c.seed = 7 + splits + (run.in_kernel ? 100 : 0);
       run_case(c);
     }
   }

@@ -8,7 +8,8 @@ namespace pagoda {
 namespace {
 
 // A decode step's KV splits. 16-bit KV: at most one CTA per SM, at least 2 KV tiles per split. fp8 KV: the
-// fullest last wave of three CTAs per SM, at most 32 splits.
+// shortest critical path in waves of three CTAs per SM x (tiles per split + a CTA's fixed cost), at most 32
+// splits.
 TEST(DecodeKvSplits, OneCtaPerSmFor16BitKv) {
   // 132 SMs, 8 KV heads.
   EXPECT_EQ(decode_kv_splits(8, 512, 132, false, 64), 16);   // 1 x 32k: 132 / 8 = 16.5 -> 16 (136 CTAs would
@@ -27,7 +28,8 @@ TEST(DecodeKvSplits, FullestWaveOfThreeCtasPerSmForFp8) {
   EXPECT_EQ(decode_kv_splits(512, 32, 132, true, 64), 3);    // 64 x 2k: 1536 CTAs = 3.9 waves
   EXPECT_EQ(decode_kv_splits(256, 128, 132, true, 64), 3);   // 32 x 8k
   EXPECT_EQ(decode_kv_splits(1024, 64, 132, true, 64), 1);   // 128 x 4k: 2.6 waves unsplit
-  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64), 31);    // 1 x 32k: up to 32 splits
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64), 32);    // 1 x 32k: up to 32 splits
+  EXPECT_EQ(decode_kv_splits(8, 128, 132, true, 64), 32);    // 1 x 8k: 4 tiles per split (31 would cost 5)
   EXPECT_EQ(decode_kv_splits(8, 16, 132, true, 64), 8);      // 1 x 1k: 2 tiles per split
 }
 
@@ -35,7 +37,7 @@ TEST(DecodeKvSplits, FullestWaveOfThreeCtasPerSmForFp8) {
 // the configured maximum (flash_attn_max_num_splits_for_cuda_graph) and by the eager workspace's 64.
 TEST(GraphDecodeSplits, FillsTheGpuUpToTheCap) {
   EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 32), 16);
-  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 32), 31);
+  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 32), 32);
   EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 8), 8);      // the cap wins
   EXPECT_EQ(graph_decode_splits(8, 8, 132, false, 32), 2);
   EXPECT_EQ(graph_decode_splits(16, 8, 132, false, 32), 1);    // 128 CTAs

@@ -227,17 +227,21 @@ bool paged_attention_uses_tensor_cores(DType dtype, int head_size) {
 }
 
 namespace {
-// The KV split count in [1, cap] whose last wave of `slots` CTAs is fullest; among choices within 4% of the
-// best, the fewest splits (less merging).
-int fullest_last_wave(long tiles, double slots, int cap) {
-  auto efficiency = [&](int s) {
-    const double waves = double(tiles) * s / slots;
-    return waves / std::ceil(waves);
+// The KV split count in [1, cap] with the shortest critical path when `groups` row groups of `kv_tiles` KV
+// tiles each run as CTAs, `slots` at a time: (waves of CTAs) x (a CTA's time), a CTA costing its
+// ceil(kv_tiles / splits) tiles plus a fixed cost of about two tiles (work item, metadata and block-table
+// loads before the first KV byte, the final write). The ceiling matters: 31 splits of 128 tiles cost 5
+// tiles each like 26 do, 32 cost 4. Among counts within 2% of the shortest, the fewest splits (less merging).
+int shortest_split_path(long groups, double slots, int kv_tiles, int cap) {
+  constexpr double kCtaFixedTiles = 2;
+  auto path = [&](int s) {
+    const double waves = std::ceil(double(groups) * s / slots);
+    return waves * (double((kv_tiles + s - 1) / s) + kCtaFixedTiles);
   };
-  double best = 0;
-  for (int s = 1; s <= cap; ++s) best = std::max(best, efficiency(s));
+  double best = path(1);
+  for (int s = 2; s <= cap; ++s) best = std::min(best, path(s));
   for (int s = 1; s <= cap; ++s)
-    if (efficiency(s) >= 0.96 * best) return s;
+    if (path(s) <= 1.02 * best) return s;
   return 1;
 }
 }  // namespace
@@ -250,7 +254,7 @@ int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv
   }
   const double slots = double(kDecodeCtasPerSm) * num_sms;
   if (double(row_groups) >= 2 * slots) return 1;
-  return fullest_last_wave(row_groups, slots, std::max(1, std::min({max_splits, 32, max_kv_tiles / 2})));
+  return shortest_split_path(row_groups, slots, max_kv_tiles, std::max(1, std::min({max_splits, 32, max_kv_tiles / 2})));
 }
 
 void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
@@ -278,13 +282,12 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   } else if (all_decode) {
     splits = decode_kv_splits(tiles, (max_ctx + 63) / 64, opt.num_sms, opt.fp8_kv, opt.max_splits);
   } else if (tiles > 0) {
-    // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), pick the
-    // KV split count whose last wave is fullest; among near-equal choices the fewest splits (less merging).
-    // Each split keeps at least 4 KV tiles of work.
+    // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), the KV
+    // split count with the shortest critical path; each split keeps at least 4 KV tiles of work.
     const double slots = double(kDecodeCtasPerSm) * opt.num_sms;
     const int kv_tiles = (max_ctx + 63) / 64;
     const int cap = std::max(1, std::min(opt.max_splits, kv_tiles / 4));
-    if (double(tiles) < 4 * slots) splits = fullest_last_wave(tiles, slots, cap);
+    if (double(tiles) < 4 * slots) splits = shortest_split_path(tiles, slots, kv_tiles, cap);
   }
   splits = std::max(1, std::min(splits, ws.max_splits));
   long step_tokens = 0;  // token ids index the split partials: a step may split only within split_tokens

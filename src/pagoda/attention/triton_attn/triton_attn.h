@@ -99,9 +99,10 @@ constexpr int kDecodeCtasPerSm = 3;
 // - 16-bit KV: at most one CTA per SM (floor(SMs / groups)): one decode CTA streams most of an SM's share
 //   of the bandwidth, a second CTA on a few SMs makes them the tail, and every split costs merge work;
 //   each split keeps at least 2 tiles.
-// - fp8 KV: the conversion makes CTAs, not bytes in flight, the unit of throughput: the split count whose
-//   last wave of 3 CTAs per SM is fullest (the fewest within 4%) while groups < 2 waves, at most 32 splits
-//   (more merge work than fill gained, measured) and at least 2 tiles per split.
+// - fp8 KV: the conversion makes CTAs, not bytes in flight, the unit of throughput: while groups < 2 waves
+//   of 3 CTAs per SM, the split count with the shortest critical path in waves x (tiles per split + a CTA's
+//   fixed cost), the fewest within 2%; at most 32 splits (more merge work than fill gained, measured) and at
+//   least 2 tiles per split.
 // The split-count sweeps behind these rules are in docs/flash-attn-notes.md.
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
 
