@@ -5,7 +5,7 @@
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
 //                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]
-//                   [--cold | --cold-clean]
+//                   [--cold | --cold-clean] [--repeat N] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -15,6 +15,8 @@
 // Timing); bench/peers/attention_peers.py --cold times the peers the same way.
 // --cold-clean: the same with a 256 MB read instead of the memset, so that L2 holds no dirty lines either
 // (the state attention meets inside a captured decode step); attention_peers.py --cold-clean likewise.
+// --repeat N: the whole sweep N times over (each pass prints its lines), so that shapes whose figures swing
+// between runs (long prefills) can be compared by their median over passes taken in one call.
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -347,14 +349,17 @@ struct Args {
   Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
   bool cold = false;               // --cold or --cold-clean: see Timing
   bool cold_clean = false;         // --cold-clean
+  int repeat = 1;                  // --repeat N
 };
 
+constexpr const char* kUsage =
+    "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]\n"
+    "                       [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N]\n"
+    "                       [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
+    "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
+
 [[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr,
-               "attention_bench: %s\n"
-               "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all] "
-               "[--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean]\n",
-               what.c_str());
+  std::fprintf(stderr, "attention_bench: %s\n%s", what.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -366,7 +371,10 @@ Args parse_args(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
       return argv[++i];
     };
-    if (opt == "--backend") {
+    if (opt == "--help" || opt == "-h") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    } else if (opt == "--backend") {
       const std::string v = value("--backend");
       if (v == "triton") a.backends = {Backend::kTriton};
       else if (v == "flash2") a.backends = {Backend::kFlash2};
@@ -386,6 +394,9 @@ Args parse_args(int argc, char** argv) {
       a.knobs.kv_stage = false;
     } else if (opt == "--cold") {
       a.cold = true;
+    } else if (opt == "--repeat") {
+      a.repeat = std::atoi(value("--repeat").c_str());
+      if (a.repeat <= 0) usage_error("--repeat needs a positive count");
     } else if (opt == "--cold-clean") {
       a.cold = a.cold_clean = true;
     } else if (opt == "--splits") {
@@ -504,10 +515,13 @@ int main(int argc, char** argv) {
     std::vector<Case> p = prefill_cases();
     cases.insert(cases.end(), p.begin(), p.end());
   }
-  for (const Case& c : cases) {
-    for (Backend b : args.backends) {
-      const bool runs = b == Backend::kTriton ? c.triton : c.flash;
-      if (runs) run(b, c.shape, copy_tbs, csv);
+  for (int pass = 1; pass <= args.repeat; ++pass) {
+    if (args.repeat > 1) std::printf("pass %d of %d\n", pass, args.repeat);
+    for (const Case& c : cases) {
+      for (Backend b : args.backends) {
+        const bool runs = b == Backend::kTriton ? c.triton : c.flash;
+        if (runs) run(b, c.shape, copy_tbs, csv);
+      }
     }
   }
   if (csv) std::fclose(csv);
