@@ -113,9 +113,9 @@ struct PagedAttentionOptions {
   int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
   bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
   // Decode steps with at least this many KV splits (> 0) merge them inside the decode kernel (the last CTA
-  // of a row group); otherwise the separate merge kernel runs. 0 (the default): never in the kernel -- with
-  // the decode loop no longer issue bound, the separate kernel measured as fast or faster at every split
-  // count (H200, docs/flash-attn-notes.md).
+  // of a row group); otherwise the separate merge kernel runs. 0 (the default): never in the kernel -- the
+  // separate kernel measured as fast or faster at every split count, and the merging instantiation's key
+  // loop runs 20-25% slower (H200, docs/flash-attn-notes.md).
   int in_kernel_merge_min_splits = 0;
 };
 
