@@ -37,7 +37,10 @@ PREFILL_SHAPES = [
 HQ = 32
 CLEAN = "--cold-clean" in sys.argv[1:]
 COLD = CLEAN or "--cold" in sys.argv[1:]
-ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[1:-1] else None
+ONLY = None  # --only decode|prefill; "" when the value is missing (refused in main)
+if "--only" in sys.argv[1:]:
+    _i = sys.argv.index("--only")
+    ONLY = sys.argv[_i + 1] if _i + 1 < len(sys.argv) else ""
 _flush = None  # the L2-flush buffer of --cold, made on first use
 
 

@@ -17,17 +17,10 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 reports=$(mktemp -d)
 metrics="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 metrics+=",smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active"
-metrics+=",smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_membar_per_issue_active.ratio"
-metrics+=",smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio"
+for stall in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle \
+  not_selected dispatch_stall membar no_instruction; do
+  metrics+=",smsp__average_warps_issue_stalled_${stall}_per_issue_active.ratio"
+done
 for shape in "${shapes[@]}"; do
   for kv in bf16 fp8; do
     name="decode_${shape// /x}_$kv"

@@ -23,7 +23,7 @@ TEST(DecodeKvSplits, OneCtaPerSmFor16BitKv) {
   EXPECT_EQ(decode_kv_splits(0, 64, 132, false, 64), 1);
 }
 
-TEST(DecodeKvSplits, FullestWaveOfThreeCtasPerSmForFp8) {
+TEST(DecodeKvSplits, ShortestPathInWavesOfThreeCtasPerSmForFp8) {
   EXPECT_EQ(decode_kv_splits(128, 64, 132, true, 64), 3);    // 16 x 4k: 384 of 396 slots
   EXPECT_EQ(decode_kv_splits(512, 32, 132, true, 64), 3);    // 64 x 2k: 1536 CTAs = 3.9 waves
   EXPECT_EQ(decode_kv_splits(256, 128, 132, true, 64), 3);   // 32 x 8k

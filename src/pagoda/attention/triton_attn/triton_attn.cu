@@ -254,7 +254,8 @@ int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv
   }
   const double slots = double(kDecodeCtasPerSm) * num_sms;
   if (double(row_groups) >= 2 * slots) return 1;
-  return shortest_split_path(row_groups, slots, max_kv_tiles, std::max(1, std::min({max_splits, 32, max_kv_tiles / 2})));
+  const int cap = std::max(1, std::min({max_splits, 32, max_kv_tiles / 2}));
+  return shortest_split_path(row_groups, slots, max_kv_tiles, cap);
 }
 
 void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
