@@ -5,7 +5,7 @@ FA3 kernels use (one asm statement per shape, its accumulators as "+f" operands)
   wgmma_rs<N>(d, a, desc_b, scale_d):      D(64xN, f32) (+)= A(64x16, registers) * B(16xN, smem, MN-major)
 Run: python3 scripts/gen/gen_wgmma.py > src/pagoda/attention/flash_attn/wgmma_ops.inc"""
 
-SS_N = [64, 128]
+SS_N = [64, 80, 128]
 RS_N = [64, 128, 256]
 TYPES = [("__nv_bfloat16", "bf16"), ("__half", "f16")]
 

@@ -95,7 +95,7 @@ TEST_P(FlashAttnGpu, LongPrefill4099) {
 // step: several FA3 tiles per sequence, the longest first.
 TEST_P(FlashAttnGpu, LongPrefillsAndAChunkedPrefill) {
   SKIP_WITHOUT_GPU();
-  for (int D : {64, 128}) {
+  for (int D : {64, 128, 256}) {
     Case c;
     c.query_lens = {1000, 3000, 300};
     c.seq_lens = {1000, 3000, 2000};
@@ -127,8 +127,9 @@ TEST_P(FlashAttnGpu, GqaRatiosAndBlockSizes) {
   }
 }
 
-// Both FA3 load paths: block sizes holding whole tiles (128 keys; 64 at head 256) take TMA tile loads, 16
-// the cp.async page gather; causal and non-causal (FA2: the same kernels with the causal bound lifted).
+// Both FA3 load paths: block sizes holding whole tiles (128 keys; 80 at head 256) take TMA tile loads, the
+// others the cp.async page gather (staged: TMA tiles straddling staged blocks); causal and non-causal (FA2:
+// the same kernels with the causal bound lifted).
 TEST_P(FlashAttnGpu, WholeTileLoadsAndNonCausal) {
   SKIP_WITHOUT_GPU();
   struct Shape {
@@ -136,7 +137,8 @@ TEST_P(FlashAttnGpu, WholeTileLoadsAndNonCausal) {
     KvLayout layout;
   };
   const std::vector<Shape> shapes{{128, 128, KvLayout::kNHD}, {128, 256, KvLayout::kHND}, {64, 128, KvLayout::kNHD},
-                                  {256, 64, KvLayout::kNHD},  {256, 128, KvLayout::kHND}, {128, 16, KvLayout::kNHD}};
+                                  {256, 80, KvLayout::kNHD},  {256, 160, KvLayout::kHND}, {256, 64, KvLayout::kNHD},
+                                  {128, 16, KvLayout::kNHD}};
   for (const Shape& sh : shapes) {
     for (bool causal : {true, false}) {
       Case c;

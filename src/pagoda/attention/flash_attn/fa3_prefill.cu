@@ -58,14 +58,16 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cons
   const void* kv = stage ? stage->base : p.kv_cache;
   const int block_size = stage ? kStageBlock : p.block_size;
   const bool hnd = !stage && p.layout == KvLayout::kHND;
-  // Rows of the cache: the extent is the allocation's when known, else the addressable maximum (block ids
-  // come from the block table, which the engine keeps in range).
-  const uint64_t blocks = stage ? uint64_t(stage->num_blocks)
+  // Rows of the cache: the staged blocks of this step (a tile that runs past the last one reads zeros), the
+  // allocation's when known, else the addressable maximum (block ids come from the block table, which the
+  // engine keeps in range).
+  const uint64_t blocks = stage ? uint64_t(stage->count)
                           : p.num_blocks > 0 ? uint64_t(p.num_blocks)
                                              : (uint64_t(1) << 31) / uint64_t(p.block_size);
   const uint64_t row_bytes = uint64_t(2) * D * 2;
-  // TMA loads of whole tiles when every cache block holds whole tiles; else the cp.async gather (16).
-  const uint32_t rows = block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
+  // TMA loads of whole tiles when every cache block holds whole tiles or the KV is staged (a sequence's
+  // staged blocks are consecutive: a tile may straddle two); else the cp.async gather (16).
+  const uint32_t rows = stage || block_size % Tr::kBlockN == 0 ? uint32_t(Tr::kBlockN) : 16u;
   CUtensorMap tkv = !hnd ? make_map(kv, 2 * D, uint64_t(p.num_kv_heads), blocks * block_size, row_bytes,
                                     row_bytes * p.num_kv_heads, 1, rows)
                          : make_map(kv, 2 * D, uint64_t(block_size), blocks * p.num_kv_heads, row_bytes,
@@ -119,7 +121,13 @@ bool fa3_kernel_built() {
   return built;
 }
 
-int fa3_block_n(int head_size) { return head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN; }
+int fa3_block_n(int head_size) {
+  return head_size <= 64 ? Fa3Traits<64>::kBlockN : head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN;
+}
+
+int fa3_block_m(int head_size) {
+  return head_size <= 64 ? Fa3Traits<64>::kBlockM : head_size <= 128 ? Fa3Traits<128>::kBlockM : Fa3Traits<256>::kBlockM;
+}
 
 void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
                         cudaStream_t stream) {

@@ -1,10 +1,13 @@
 // PRIVATE to flash_attn/: the FA3 prefill kernel (FlashAttention-3 algorithm on Hopper, sm_90a).
 //
-// CTA = 2 consumer warpgroups (warps 0-7, 64 query rows each, 224 registers) + 1 producer warpgroup (56
-// registers), 384 threads.
-// The producer loads the 128 x D query tile with TMA, then every KV tile of kBlockN keys into a stage:
+// CTA = NW consumer warpgroups (64 query rows each) + 1 producer warpgroup: NW = 3 at head 64 (a 192-row
+// query tile, 160 registers per consumer, 32 for the producer, 512 threads), else 2 (128 rows, 224 and 56
+// registers, 384 threads). More warpgroups per CTA at head 64, where the softmax costs as much as the GEMMs
+// per key, keep the tensor cores fed while two of them run their softmax (the FA3 paper's 192 x 128 tile).
+// The producer loads the kBlockM x D query tile with TMA, then every KV tile of kBlockN keys into a stage:
 // with TMA bulk tensor loads (one box of kBlockN rows per 64-column chunk) when every cache block holds
-// whole tiles, else gathered 16-token page by page with cp.async by the 128 producer threads (a TMA box
+// whole tiles (or the KV is staged: a sequence's staged blocks are consecutive, so a tile may straddle
+// two), else gathered 16-token page by page with cp.async by the 128 producer threads (a TMA box
 // per 16-token page measured 40% slower: the small boxes, not the bytes, limit TMA). Either way the tile
 // completes on its stage's mbarrier (k_full/v_full).
 // Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
@@ -60,8 +63,11 @@ struct Fa3Args {
 
 template <int D>
 struct Fa3Traits {
-  static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = D <= 128 ? 128 : 64;
+  static constexpr int kConsumerWGs = D <= 64 ? 3 : 2;
+  static constexpr int kBlockM = 64 * kConsumerWGs;
+  // Head 256: 80 keys per tile (not 64), so S = Q K^T runs m64n80 wgmmas, whose operands cost less shared
+  // memory bandwidth per FLOP; 2 stages of 80 x 256 K and V tiles plus Q fill 225 KB.
+  static constexpr int kBlockN = D <= 128 ? 128 : 80;
   static constexpr int kStages = D <= 64 ? 4 : 2;
   static constexpr int kChunks = D / 64;
   static constexpr int kQChunkBytes = kBlockM * 128;
@@ -72,7 +78,13 @@ struct Fa3Traits {
   static constexpr int kOffV = kOffK + kStages * kKvBytes;
   static constexpr int kOffBar = kOffV + kStages * kKvBytes;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 4 * kStages) + 1024;  // + 1024: alignment slack
-  static constexpr int kThreads = 384;  // warpgroups 0-1 consume, warpgroup 2 produces (its warp 8)
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);  // warpgroups 0..NW-1 consume, NW produces
+  // Registers after setmaxnreg: the CTA holds kThreads x (65536 / kThreads) registers, and an increase the
+  // pool cannot cover would block setmaxnreg.inc forever.
+  static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 224;
+  static constexpr int kProducerRegs = kConsumerWGs == 3 ? 32 : 56;
+  static_assert(128 * (kConsumerWGs * kConsumerRegs + kProducerRegs) <= 65536, "register budget");
+  static_assert(kSmemBytes <= 232448, "shared memory per CTA");
 };
 
 #ifdef PAGODA_FA3_DEVICE
@@ -158,11 +170,12 @@ constexpr float kNegInf = -__builtin_huge_valf();
 #endif  // PAGODA_FA3_DEVICE
 
 template <typename T, int D>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     fa3_prefill_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tkv, Fa3Args a) {
 #ifdef PAGODA_FA3_DEVICE
   using Tr = Fa3Traits<D>;
-  constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, S = Tr::kStages;
+  constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, S = Tr::kStages, NW = Tr::kConsumerWGs;
+  constexpr int kProducer = 128 * NW;  // first producer thread
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
@@ -195,20 +208,18 @@ __global__ void __launch_bounds__(384, 1)
     for (int s = 0; s < S; ++s) {
       mbar_init(&k_full[s], fill_count);
       mbar_init(&v_full[s], fill_count);
-      mbar_init(&k_empty[s], 8);
-      mbar_init(&v_empty[s], 8);
+      mbar_init(&k_empty[s], 4 * NW);  // one arrival per consumer warp
+      mbar_init(&v_empty[s], 4 * NW);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
-  if (warp >= 8) {
+  if (warp >= 4 * NW) {
     // ---------------- producer warpgroup ----------------
-    // Register budget: the CTA holds 384 x 168 = 64512 registers; 2 x 128 x 224 + 128 x 56 = 64512 (an
-    // increase the pool cannot cover would block setmaxnreg.inc forever).
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs) : "memory");
     const int* bt = a.block_tables + size_t(seq) * a.max_blocks_per_seq;
-    if (threadIdx.x == 256) {
+    if (threadIdx.x == kProducer) {
       mbar_expect_tx(q_full, Tr::kQBytes);
 #pragma unroll
       for (int c = 0; c < Tr::kChunks; ++c)
@@ -216,7 +227,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (tma_kv) {
       // Blocks hold whole tiles: one TMA box of BN rows per 64-column chunk, issued by one thread.
-      if (threadIdx.x != 256) return;
+      if (threadIdx.x != kProducer) return;
       for (int it = 0; it < n_tiles; ++it) {
         const int n = n_last - it;
         const int stage = it % S;
@@ -248,7 +259,7 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int G = D / 8;          // 16-byte granules per row
     constexpr int kRowStep = 128 / G;  // rows covered by one pass of the 128 threads
     constexpr int kRowsPerThread = BN / kRowStep;
-    const int pt = threadIdx.x - 256;
+    const int pt = threadIdx.x - kProducer;
     const int g = pt % G, r0 = pt / G;
     const int tok_step = a.hnd ? 1 : a.num_kv_heads;  // cache rows (of 2D elements) between consecutive tokens
     const T* kv = static_cast<const T*>(a.kv_cache);
@@ -288,8 +299,8 @@ __global__ void __launch_bounds__(384, 1)
   }
 
   // ---------------- consumer warpgroups ----------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
-  const int wg = warp / 4;                   // 0 or 1: rows wg*64 .. +63 of the tile
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::kConsumerRegs) : "memory");
+  const int wg = warp / 4;                   // 0 .. NW-1: rows wg*64 .. +63 of the tile
   const int wrow = (warp % 4) * 16 + lane / 4;  // this thread's first row within the warpgroup's 64
   const int t0 = row0 + wg * 64 + wrow;         // query token (within the sequence) of the thread's rows t0, t0+8
   const int pos0 = first_pos + t0, pos1 = pos0 + 8;
@@ -389,16 +400,17 @@ __global__ void __launch_bounds__(384, 1)
     if (lane == 0) mbar_arrive(bar);
   };
 
-  // Ping-pong between the two consumer warpgroups (named barriers 1 and 2): a warpgroup issues its GEMMs
-  // only in its turn, then hands the turn over, so one warpgroup's softmax runs while the other's GEMMs
-  // keep the tensor cores busy. Each warpgroup has n_tiles + 1 issue points; warpgroup 1 opens the first
-  // turn of warpgroup 0 and does not hand over after its last one.
+  // Turns between the consumer warpgroups, round robin (named barrier 1 + w is warpgroup w's turn): a
+  // warpgroup issues its GEMMs only in its turn, then hands the turn to the next, so the others' softmax
+  // runs while its GEMMs keep the tensor cores busy. Each warpgroup has n_tiles + 1 issue points; the last
+  // warpgroup opens the first turn of warpgroup 0 and does not hand over after its last one.
   int turns_left = n_tiles + 1;
   auto turn_begin = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
   auto turn_end = [&]() {
-    if (--turns_left > 0 || wg == 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - wg) : "memory");
+    if (--turns_left > 0 || wg != NW - 1)
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg + 1) % NW) : "memory");
   };
-  if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  if (wg == NW - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
 
   mbar_wait(q_full, 0);
   // Prologue: S of the first tile, its softmax.

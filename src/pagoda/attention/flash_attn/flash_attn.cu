@@ -10,7 +10,7 @@
 
 namespace pagoda {
 
-using flash_attn_detail::kFa3BlockM;
+using flash_attn_detail::kFa3MinBlockM;
 
 FlashAttnWorkspace::~FlashAttnWorkspace() {
   cudaFree(fa3_work);
@@ -45,7 +45,7 @@ void FlashAttnWorkspace::reserve(int max_tokens, int max_seqs, int num_q_heads, 
   cudaFreeHost(fa3_host);
   fa3_work = nullptr;
   fa3_host = nullptr;
-  fa3_capacity = max_tokens / kFa3BlockM + max_seqs + 1;
+  fa3_capacity = max_tokens / kFa3MinBlockM + max_seqs + 1;
   PAGODA_CUDA_OK(cudaMalloc(&fa3_work, sizeof(int4) * size_t(fa3_capacity)));
   PAGODA_CUDA_OK(cudaMallocHost(&fa3_host, sizeof(int4) * size_t(fa3_capacity)));
 }
@@ -121,8 +121,9 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   // fp8 KV always, 16-bit KV when the blocks do not hold whole tiles); fp8 KV that is not staged -> FA2.
   if (fa3 && !plan_kv_stage(batch, ws, stream) && kv_dtype != dtype) fa3 = false;
   if (fa3) {
-    // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens, the most KV work first so the
-    // long causal tiles do not trail; decode tokens -> the FA2 decode plan.
+    // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens (192 at head 64), the most KV work
+    // first so the long causal tiles do not trail; decode tokens -> the FA2 decode plan.
+    const int block_m = flash_attn_detail::fa3_block_m(head_size);
     const size_t n = batch.query_lens.size();
     std::vector<int> q_start(n + 1, 0);
     for (size_t s = 0; s < n; ++s) q_start[s + 1] = q_start[s] + batch.query_lens[s];
@@ -135,9 +136,9 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
         any_decode = any_decode || ql == 1;
         continue;
       }
-      for (int m = 0; m * kFa3BlockM < ql; ++m) {
+      for (int m = 0; m * block_m < ql; ++m) {
         items.push_back(make_int4(int(s), m, q_start[s], ql));
-        cost.push_back(long(batch.seq_lens[s]) - ql + std::min(ql, (m + 1) * kFa3BlockM));
+        cost.push_back(long(batch.seq_lens[s]) - ql + std::min(ql, (m + 1) * block_m));
       }
     }
     PAGODA_CHECK(int(items.size()) <= ws.fa3_capacity, "FLASH_ATTN work list overflow: reserve() a larger workspace");

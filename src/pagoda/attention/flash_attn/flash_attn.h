@@ -11,7 +11,7 @@
 //       warpgroups (warp specialization, ping-pong between the consumers, the next tile's S = Q K^T issued
 //       before the current P V so the softmax overlaps the tensor cores), wgmma for both GEMMs, Q by TMA,
 //       K/V tiles by TMA bulk tensor loads when every cache block holds whole tiles (block size a multiple
-//       of 128; 64 at head 256) or gathered page by page with cp.async otherwise, completing on mbarriers;
+//       of 128; 80 at head 256) or gathered page by page with cp.async otherwise, completing on mbarriers;
 //       sinks, sliding window, soft-cap. Head sizes 64, 128 and 256, bf16/fp16. With a KV staging buffer
 //       (reserve_kv_stage) a step whose blocks do not hold whole tiles, or whose KV is fp8 (e4m3/e5m2,
 //       per-tensor k_scale/v_scale), first copies its prefill context into contiguous blocks in the model

@@ -13,7 +13,7 @@
 
 namespace pagoda::flash_attn_detail {
 
-constexpr int kStageBlock = 128;  // tokens per staged block: a multiple of every FA3 tile (128; 64 at head 256)
+constexpr int kStageBlock = 128;  // tokens per staged block (FA3 tiles may straddle a sequence's consecutive blocks)
 
 struct KvStage {
   void* base = nullptr;               // [num_blocks * kStageBlock][num_kv_heads][2][head_size], model dtype
