@@ -11,8 +11,9 @@
 // per 16-token page measured 40% slower: the small boxes, not the bytes, limit TMA). Either way the tile
 // completes on its stage's mbarrier (k_full/v_full).
 // Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
-// online softmax in registers (fp32, exp2), and O += P V with P from registers and V in shared memory
-// (MN-major). Intra-warpgroup overlap: S of the next tile is issued before P V of the current one, so the
+// online softmax in registers (fp32, exp2; the running maxima and O move only when a row's maximum grows by
+// more than 2^8, which skips nearly every rescale of O after the first tiles), and O += P V with P from
+// registers and V in shared memory (MN-major). Intra-warpgroup overlap: S of the next tile is issued before P V of the current one, so the
 // softmax of the next tile runs while P V is on the tensor cores. Consumers release a K stage (k_empty)
 // as soon as its S is computed and a V stage (v_empty) once its P V has completed, so the producer
 // refills K about two tiles ahead of its use.
@@ -336,7 +337,7 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
   // Soft-caps and masks the tile in s, updates the running max m (in logit units) and the row sums l;
   // exponentiates s in place (exp2 of one FFMA per score); returns the correction factors for O.
   const float sl = a.softcap > 0.f ? 1.4426950408889634f : a.scale_log2;  // logit -> log2 units
-  auto softmax = [&](int n, float& alpha0, float& alpha1) {
+  auto softmax = [&](int n, float& alpha0, float& alpha1, bool& rescale) {
     const int k0 = n * BN;
     const bool need_mask = k0 + BN > ctx || (a.causal && k0 + BN - 1 > first_pos + row0) ||
                            (a.sliding_window > 0 && k0 <= first_pos + last_row - a.sliding_window);
@@ -367,12 +368,23 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float base0 = mx0 == kNegInf ? 0.f : mx0 * sl;
-    const float base1 = mx1 == kNegInf ? 0.f : mx1 * sl;
-    alpha0 = fast_exp2(m0 * sl - base0);  // m = -inf -> 0 (O and l are 0 then anyway)
-    alpha1 = fast_exp2(m1 * sl - base1);
-    m0 = mx0;
-    m1 = mx1;
+    // Lazy rescale: the running maxima move (and O is rescaled) only when some row of the warp grew by
+    // more than 2^8 in exp2 units; otherwise the tile is exponentiated against the old maxima, its
+    // probabilities at most 2^8 (exact in fp32 sums, bf16/fp16 keep their relative precision).
+    const bool grow = (mx0 - m0) * sl > 8.f || (mx1 - m1) * sl > 8.f;  // -inf -> finite: grows; NaN: no
+    rescale = __any_sync(0xffffffffu, grow);
+    if (rescale) {
+      const float nb0 = mx0 == kNegInf ? 0.f : mx0 * sl;
+      const float nb1 = mx1 == kNegInf ? 0.f : mx1 * sl;
+      alpha0 = fast_exp2(m0 * sl - nb0);  // m = -inf -> 0 (O and l are 0 then anyway)
+      alpha1 = fast_exp2(m1 * sl - nb1);
+      m0 = mx0;
+      m1 = mx1;
+    } else {
+      alpha0 = alpha1 = 1.f;
+    }
+    const float base0 = m0 == kNegInf ? 0.f : m0 * sl;
+    const float base1 = m1 == kNegInf ? 0.f : m1 * sl;
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -426,7 +438,8 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
   release(&k_empty[0]);
   {
     float a0, a1;
-    softmax(n_last, a0, a1);
+    bool r;
+    softmax(n_last, a0, a1, r);
   }
   to_p();
   for (int it = 1; it < n_tiles; ++it) {
@@ -445,18 +458,21 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     pin(s);
     release(&k_empty[nxt]);
     float a0, a1;
-    softmax(n_last - it, a0, a1);
+    bool rescale;
+    softmax(n_last - it, a0, a1, rescale);
     wgmma_wait<0>();
     pin(o);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) pin(pfrag[kk]);
     release(&v_empty[cur]);
+    if (rescale) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[4 * j] *= a0;
-      o[4 * j + 1] *= a0;
-      o[4 * j + 2] *= a1;
-      o[4 * j + 3] *= a1;
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j] *= a0;
+        o[4 * j + 1] *= a0;
+        o[4 * j + 2] *= a1;
+        o[4 * j + 3] *= a1;
+      }
     }
     to_p();
   }
