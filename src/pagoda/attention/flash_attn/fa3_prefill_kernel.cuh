@@ -347,14 +347,19 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
       for (int i = 0; i < NS; ++i) s[i] = a.softcap * fast_tanh(s[i] * inv);
     }
     if (need_mask) {
+      // Row r keeps keys lo_r .. hi_r; as offsets from this thread's first column (k0 + 2 * (lane % 4)) the
+      // test per score is two compares against the compile-time column 8 j + (e & 1).
+      const int c0 = k0 + 2 * (lane % 4);
+      const int hi0 = (a.causal ? min(ctx - 1, pos0) : ctx - 1) - c0;
+      const int hi1 = (a.causal ? min(ctx - 1, pos1) : ctx - 1) - c0;
+      const int lo0 = a.sliding_window > 0 ? pos0 - a.sliding_window + 1 - c0 : -BN;
+      const int lo1 = a.sliding_window > 0 ? pos1 - a.sliding_window + 1 - c0 : -BN;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = k0 + 8 * j + 2 * (lane % 4) + (e & 1);
-          const int pos = e < 2 ? pos0 : pos1;
-          if (key >= ctx || (a.causal && key > pos) || (a.sliding_window > 0 && key <= pos - a.sliding_window))
-            s[4 * j + e] = kNegInf;
+          const int c = 8 * j + (e & 1);
+          if (c > (e < 2 ? hi0 : hi1) || c < (e < 2 ? lo0 : lo1)) s[4 * j + e] = kNegInf;
         }
       }
     }
