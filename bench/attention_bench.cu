@@ -4,11 +4,15 @@
 // shapes in the same device call.
 //
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
-//                   [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N] [--no-kv-stage]
-//                   [--cold | --cold-clean] [--repeat N] [--help]
+//                   [--decode BATCH CTX [--kv bf16|fp8]]
+//                   [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]
+//                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
+// --prefill runs one prefill shape likewise: BATCH sequences of LEN tokens (no earlier context), head size
+// HEAD, 32 query / 8 KV heads, causal unless --non-causal, paged blocks of 16 unless --contiguous (one block
+// per sequence), so that a profiler sees the kernels of that shape only.
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
 // --splits N forces N KV splits on TRITON_ATTN (the planner's choice otherwise), for split-count sweeps.
 // --cold: each timed call follows a 256 MB memset that evicts L2 and hides the host's launch latency (see
@@ -346,6 +350,8 @@ struct Args {
   bool decode = true, prefill = true;
   int one_batch = 0, one_ctx = 0;  // --decode BATCH CTX
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
+  int pre_batch = 0, pre_len = 0, pre_head = 0;  // --prefill BATCH LEN HEAD
+  bool pre_causal = true, pre_contiguous = false;  // --non-causal, --contiguous (with --prefill)
   Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
   bool cold = false;               // --cold or --cold-clean: see Timing
   bool cold_clean = false;         // --cold-clean
@@ -354,8 +360,9 @@ struct Args {
 
 constexpr const char* kUsage =
     "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]\n"
-    "                       [--decode BATCH CTX [--kv bf16|fp8]] [--merge-min-splits N] [--splits N]\n"
-    "                       [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
+    "                       [--decode BATCH CTX [--kv bf16|fp8]]\n"
+    "                       [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]\n"
+    "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
     "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -408,10 +415,24 @@ Args parse_args(int argc, char** argv) {
       a.one_batch = std::atoi(value("--decode").c_str());
       a.one_ctx = std::atoi(value("--decode").c_str());
       if (a.one_batch <= 0 || a.one_ctx <= 0) usage_error("--decode needs a positive BATCH and CTX");
+    } else if (opt == "--prefill") {
+      a.pre_batch = std::atoi(value("--prefill").c_str());
+      a.pre_len = std::atoi(value("--prefill").c_str());
+      a.pre_head = std::atoi(value("--prefill").c_str());
+      if (a.pre_batch <= 0 || a.pre_len <= 1) usage_error("--prefill needs a positive BATCH and a LEN above 1");
+      if (a.pre_head <= 0 || a.pre_head > 256 || a.pre_head % 8 != 0)
+        usage_error("--prefill needs a HEAD size that is a multiple of 8 up to 256");
+    } else if (opt == "--non-causal") {
+      a.pre_causal = false;
+    } else if (opt == "--contiguous") {
+      a.pre_contiguous = true;
     } else {
       usage_error("unknown option '" + opt + "'");
     }
   }
+  if (a.pre_batch > 0 && a.one_batch > 0) usage_error("--decode and --prefill each run one shape: give one of them");
+  if (a.pre_batch == 0 && (!a.pre_causal || a.pre_contiguous))
+    usage_error("--non-causal and --contiguous go with --prefill");
   return a;
 }
 
@@ -484,6 +505,17 @@ int main(int argc, char** argv) {
       if (b != Backend::kTriton && s.kv != DType::kBF16) continue;  // FLASH_ATTN decode rows: bf16 KV only
       run(b, s, 0, nullptr);
     }
+    return failures ? 1 : 0;
+  }
+  if (args.pre_batch > 0) {  // one shape, for profilers
+    Shape s{args.pre_batch, args.pre_len, args.pre_len};
+    s.d = args.pre_head;
+    s.causal = args.pre_causal;
+    if (args.pre_contiguous) {
+      s.bs = s.ctx;
+      s.contiguous = true;
+    }
+    for (Backend b : args.backends) run(b, s, 0, nullptr);
     return failures ? 1 : 0;
   }
 
