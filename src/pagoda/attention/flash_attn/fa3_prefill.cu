@@ -122,11 +122,13 @@ bool fa3_kernel_built() {
 }
 
 int fa3_block_n(int head_size) {
-  return head_size <= 64 ? Fa3Traits<64>::kBlockN : head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN;
+  if (head_size <= 64) return Fa3Traits<64>::kBlockN;
+  return head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN;
 }
 
 int fa3_block_m(int head_size) {
-  return head_size <= 64 ? Fa3Traits<64>::kBlockM : head_size <= 128 ? Fa3Traits<128>::kBlockM : Fa3Traits<256>::kBlockM;
+  if (head_size <= 64) return Fa3Traits<64>::kBlockM;
+  return head_size <= 128 ? Fa3Traits<128>::kBlockM : Fa3Traits<256>::kBlockM;
 }
 
 void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,

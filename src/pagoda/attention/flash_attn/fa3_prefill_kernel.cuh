@@ -13,10 +13,10 @@
 // Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
 // online softmax in registers (fp32, exp2; the running maxima and O move only when a row's maximum grows by
 // more than 2^8, which skips nearly every rescale of O after the first tiles), and O += P V with P from
-// registers and V in shared memory (MN-major). Intra-warpgroup overlap: S of the next tile is issued before P V of the current one, so the
-// softmax of the next tile runs while P V is on the tensor cores. Consumers release a K stage (k_empty)
-// as soon as its S is computed and a V stage (v_empty) once its P V has completed, so the producer
-// refills K about two tiles ahead of its use.
+// registers and V in shared memory (MN-major). Intra-warpgroup overlap: S of the next tile is issued before
+// P V of the current one, so the softmax of the next tile runs while P V is on the tensor cores. Consumers
+// release a K stage (k_empty) as soon as its S is computed and a V stage (v_empty) once its P V has
+// completed, so the producer refills K about two tiles ahead of its use.
 //
 // Shared-memory tiles are stored as [D/64 chunks][rows][64 elements], 128 bytes per row, swizzled by TMA
 // (16-byte chunk c of row r at c ^ (r % 8)) -- the canonical SW128 layout the wgmma descriptors describe.
