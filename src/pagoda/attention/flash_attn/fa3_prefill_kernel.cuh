@@ -335,9 +335,10 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     }
   };
   // Soft-caps and masks the tile in s, updates the running max m (in logit units) and the row sums l;
-  // exponentiates s in place (exp2 of one FFMA per score); returns the correction factors for O.
+  // exponentiates s in place (exp2 of one FFMA per score); sets the correction factors for O and returns
+  // whether O needs them (false: the maxima did not move, both factors are 1).
   const float sl = a.softcap > 0.f ? 1.4426950408889634f : a.scale_log2;  // logit -> log2 units
-  auto softmax = [&](int n, float& alpha0, float& alpha1, bool& rescale) {
+  auto softmax = [&](int n, float& alpha0, float& alpha1) -> bool {
     const int k0 = n * BN;
     const bool need_mask = k0 + BN > ctx || (a.causal && k0 + BN - 1 > first_pos + row0) ||
                            (a.sliding_window > 0 && k0 <= first_pos + last_row - a.sliding_window);
@@ -377,7 +378,7 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     // more than 2^8 in exp2 units; otherwise the tile is exponentiated against the old maxima, its
     // probabilities at most 2^8 (exact in fp32 sums, bf16/fp16 keep their relative precision).
     const bool grow = (mx0 - m0) * sl > 8.f || (mx1 - m1) * sl > 8.f;  // -inf -> finite: grows; NaN: no
-    rescale = __any_sync(0xffffffffu, grow);
+    const bool rescale = __any_sync(0xffffffffu, grow);
     if (rescale) {
       const float nb0 = mx0 == kNegInf ? 0.f : mx0 * sl;
       const float nb1 = mx1 == kNegInf ? 0.f : mx1 * sl;
@@ -402,6 +403,7 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     }
     l0 = l0 * alpha0 + sum0;
     l1 = l1 * alpha1 + sum1;
+    return rescale;
   };
   auto to_p = [&]() {
 #pragma unroll
@@ -442,9 +444,8 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
   pin(s);
   release(&k_empty[0]);
   {
-    float a0, a1;
-    bool r;
-    softmax(n_last, a0, a1, r);
+    float a0, a1;  // O is still 0: no correction
+    softmax(n_last, a0, a1);
   }
   to_p();
   for (int it = 1; it < n_tiles; ++it) {
@@ -463,8 +464,7 @@ __global__ void __launch_bounds__(Fa3Traits<D>::kThreads, 1)
     pin(s);
     release(&k_empty[nxt]);
     float a0, a1;
-    bool rescale;
-    softmax(n_last - it, a0, a1, rescale);
+    const bool rescale = softmax(n_last - it, a0, a1);
     wgmma_wait<0>();
     pin(o);
 #pragma unroll
