@@ -121,14 +121,10 @@ bool fa3_kernel_built() {
   return built;
 }
 
-int fa3_block_n(int head_size) {
-  if (head_size <= 64) return Fa3Traits<64>::kBlockN;
-  return head_size <= 128 ? Fa3Traits<128>::kBlockN : Fa3Traits<256>::kBlockN;
-}
-
-int fa3_block_m(int head_size) {
-  if (head_size <= 64) return Fa3Traits<64>::kBlockM;
-  return head_size <= 128 ? Fa3Traits<128>::kBlockM : Fa3Traits<256>::kBlockM;
+Fa3Tile fa3_tile(int head_size) {
+  if (head_size <= 64) return {Fa3Traits<64>::kBlockM, Fa3Traits<64>::kBlockN};
+  if (head_size <= 128) return {Fa3Traits<128>::kBlockM, Fa3Traits<128>::kBlockN};
+  return {Fa3Traits<256>::kBlockM, Fa3Traits<256>::kBlockN};
 }
 
 void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,

@@ -13,12 +13,12 @@ constexpr int kFa3MinBlockM = 128;  // the fewest query rows (tokens of one quer
 // True when the binary holds the sm_90a image of the FA3 kernel.
 bool fa3_kernel_built();
 
-// K/V rows per tile of the FA3 kernel at this head size (128; 80 at head 256): blocks that hold whole tiles
-// are read by TMA directly.
-int fa3_block_n(int head_size);
-
-// Query rows per CTA of the FA3 kernel at this head size (192 at head 64, else 128).
-int fa3_block_m(int head_size);
+// The FA3 kernel's tile at this head size: block_m query rows per CTA (192 at head 64, else 128) and
+// block_n K/V rows per tile (128; 80 at head 256) -- cache blocks that hold whole tiles are read by TMA.
+struct Fa3Tile {
+  int block_m, block_n;
+};
+Fa3Tile fa3_tile(int head_size);
 
 // One CTA per (work item, query head); work[i] = {seq, m_block, q_start, q_len}. stage: null to read the
 // paged cache of p (KV in the model dtype), or the staged copy of this step's context (kv_stage.h).

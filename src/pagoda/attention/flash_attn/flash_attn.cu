@@ -123,7 +123,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   if (fa3) {
     // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens (192 at head 64), the most KV work
     // first so the long causal tiles do not trail; decode tokens -> the FA2 decode plan.
-    const int block_m = flash_attn_detail::fa3_block_m(head_size);
+    const int block_m = flash_attn_detail::fa3_tile(head_size).block_m;
     const size_t n = batch.query_lens.size();
     std::vector<int> q_start(n + 1, 0);
     for (size_t s = 0; s < n; ++s) q_start[s + 1] = q_start[s] + batch.query_lens[s];
@@ -166,7 +166,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
 void run_flash_attention(const PagedAttentionParams& p, const FlashAttnWorkspace& ws, cudaStream_t stream) {
   if (ws.fa3_items > 0) {
     const bool stage = ws.stage_count > 0 && (p.kv_dtype != p.dtype ||
-                                              p.block_size % flash_attn_detail::fa3_block_n(p.head_size) != 0);
+                                              p.block_size % flash_attn_detail::fa3_tile(p.head_size).block_n != 0);
     PAGODA_CHECK(stage || p.kv_dtype == p.dtype, "FLASH_ATTN: an fp8 FA3 step without staged KV");
     flash_attn_detail::KvStage st;
     if (stage) {
