@@ -308,16 +308,16 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
           sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr[k].x, vr[k].y));
           sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr[k].z, vr[k].w));
         }
-        return;
-      }
-      for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
-        int r = ld_row0 + i / FCH, c = i % FCH;
-        uint4 kr = *reinterpret_cast<const uint4*>(k_src + r * D + c * 16);
-        uint4 vr = *reinterpret_cast<const uint4*>(v_src + r * D + c * 16);
-        sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
-        sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr.z, kr.w));
-        sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr.x, vr.y));
-        sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr.z, vr.w));
+      } else {
+        for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
+          int r = ld_row0 + i / FCH, c = i % FCH;
+          uint4 kr = *reinterpret_cast<const uint4*>(k_src + r * D + c * 16);
+          uint4 vr = *reinterpret_cast<const uint4*>(v_src + r * D + c * 16);
+          sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
+          sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr.z, kr.w));
+          sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr.x, vr.y));
+          sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr.z, vr.w));
+        }
       }
     }
   };
