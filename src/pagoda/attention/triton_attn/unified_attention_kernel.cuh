@@ -122,8 +122,11 @@ struct Smem {
   static constexpr size_t kQBytes = size_t(kQRows) * kChunks * 16;
   static constexpr size_t kTileBytes = size_t(2) * kTiles * BN * kChunks * 16;
   static constexpr size_t kStagingBytes = kFp8 ? size_t(2) * kStages * BN * D : 0;
-  // Decode tiles split keys across warps; the warps' states are merged through shared memory.
-  static constexpr size_t kMergeBytes = size_t(4) * 16 * (D + 2) * 4;
+  // Decode tiles split keys across warps; the warps' states are merged through shared memory: (m, l) and
+  // rows of kMergeStride floats (D + 8: a warp's 8-byte stores and the merge's 8-byte loads hit every bank
+  // pair exactly twice, the least for 256 bytes).
+  static constexpr int kMergeStride = D + 8;
+  static constexpr size_t kMergeBytes = size_t(4) * 16 * (kMergeStride + 2) * 4;
   static constexpr size_t kMain = kQBytes + kTileBytes + kStagingBytes;
   static constexpr size_t kBytes = kMain > kQBytes + kMergeBytes ? kMain : kQBytes + kMergeBytes;
   // Warps split the keys of a tile (16 each) when the tile has at most 16 query rows (decode).
@@ -160,18 +163,6 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   constexpr bool warp_split = kSplit;
   const int row_base = warp_split ? 0 : warp * 16;
   const int koff = warp_split ? warp * 16 : 0;  // the warp's first key within a tile
-
-  // ---- Q tile -> shared memory (zero rows past the sequence and columns past head_size) ----
-  for (int i = tid; i < S::kQRows * CH; i += kThreads) {
-    int r = i / CH, c = i % CH, R = row_start + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (R < rows_total && c * 8 < hs) {
-      int tok = q_begin + R / G, h = kvh * G + R % G;
-      const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
-      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs + c * 8);
-    }
-    sQ[swz<CH>(r, c)] = v;
-  }
 
   // ---- the CTA's key range ----
   const TileRange range = cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
@@ -322,6 +313,39 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     }
   };
 
+  // ---- Q tile (zero rows past the sequence and columns past head_size): its loads go out first, the KV
+  // prologue's copies next, and only then are the loaded chunks stored, so that neither waits for the other
+  // and the tile costs one memory latency ----
+  constexpr int kQChunks = S::kQRows * CH;
+  constexpr int kQIters = (kQChunks + kThreads - 1) / kThreads;
+  uint4 qv[kQIters];
+  {
+    const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
+#pragma unroll
+    for (int k = 0; k < kQIters; ++k) {
+      const int i = tid + k * kThreads, r = i / CH, c = i % CH, R = row_start + r;
+      qv[k] = make_uint4(0, 0, 0, 0);
+      if (i < kQChunks && R < rows_total && c * 8 < hs) {
+        const int tok = q_begin + R / G, h = kvh * G + R % G;
+        qv[k] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs + c * 8);
+      }
+    }
+  }
+
+  // Prologue: stages 0 .. kStages-2 in flight. One commit group per stage, empty ones included, so that
+  // wait_group<kStages-1> always means "the oldest tile has landed".
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (tile_begin + st < tile_end) load_tile(tile_begin + st, st);
+    cp_async_commit();
+  }
+
+#pragma unroll
+  for (int k = 0; k < kQIters; ++k) {
+    const int i = tid + k * kThreads;
+    if (i < kQChunks) sQ[swz<CH>(i / CH, i % CH)] = qv[k];
+  }
+
   // Per-thread row state: rows r0 = row_base + lane/4 and r1 = r0 + 8.
   const int r_local[2] = {row_base + lane / 4, row_base + lane / 4 + 8};
   int q_pos[2];
@@ -347,13 +371,6 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 
   __syncthreads();  // the Q tile, written by every thread, is read by every warp
 
-  // Prologue: stages 0 .. kStages-2 in flight. One commit group per stage, empty ones included, so that
-  // wait_group<kStages-1> always means "the oldest tile has landed".
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (tile_begin + st < tile_end) load_tile(tile_begin + st, st);
-    cp_async_commit();
-  }
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int it = tile - tile_begin;
     const int stage = it % kStages;
@@ -475,18 +492,16 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     l[i] += __shfl_xor_sync(0xffffffff, l[i], 2);
   }
 
-  // Writes one row's final or partial result. o(d) gives the unnormalised output of column d.
-  auto write_row = [&](int r, float mi, float li, auto&& o, int d_begin, int d_step) {
+  // Writes one row's final or partial result. o2(d) gives the unnormalised output of columns d and d + 1
+  // (d even; head_size is a multiple of 8, so the partial row's float2 stores are aligned).
+  auto write_row = [&](int r, float mi, float li, auto&& o2, int d_begin, int d_step) {
     int R = row_start + r;
     int tok = q_begin + R / G, h = kvh * G + R % G;
     size_t row = size_t(tok) * p.num_q_heads + h;
     if (args.write_partial) {
       size_t prow = size_t(split) * args.partial_tokens * p.num_q_heads + row;
       float* po = args.partial_out + prow * hs;
-      for (int d = d_begin; d < hs; d += d_step) {
-        po[d] = o(d);
-        po[d + 1] = o(d + 1);
-      }
+      for (int d = d_begin; d < hs; d += d_step) *reinterpret_cast<float2*>(po + d) = o2(d);
       if (d_begin == 0) {
         args.partial_ml[prow * 2] = mi;
         args.partial_ml[prow * 2 + 1] = li;
@@ -494,8 +509,10 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     } else {
       const float inv = output_scale(mi, li, p.sinks, h, p.v_scale);
       T* out = static_cast<T*>(p.out) + row * hs;
-      for (int d = d_begin; d < hs; d += d_step)
-        *reinterpret_cast<uint32_t*>(out + d) = pack2<T>(o(d) * inv, o(d + 1) * inv);
+      for (int d = d_begin; d < hs; d += d_step) {
+        const float2 v = o2(d);
+        *reinterpret_cast<uint32_t*>(out + d) = pack2<T>(v.x * inv, v.y * inv);
+      }
     }
   };
 
@@ -507,14 +524,15 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       for (int j = 0; j < kDT; ++j) {
         int d = j * 8 + (lane % 4) * 2;
         if (d >= hs) continue;
-        float v0 = acc[j][2 * i], v1 = acc[j][2 * i + 1];
-        write_row(r_local[i], m[i], l[i], [&](int dd) { return dd == d ? v0 : v1; }, d, hs);
+        const float2 v = make_float2(acc[j][2 * i], acc[j][2 * i + 1]);
+        write_row(r_local[i], m[i], l[i], [&](int) { return v; }, d, hs);
       }
     }
     return;
   }
   // Warps split the keys: merge the four (m, l, acc) states of rows 0-15 through shared memory.
-  float* ms = reinterpret_cast<float*>(sK);  // [4][16] m, then [4][16] l, then [4][16][D] acc
+  constexpr int kMS = S::kMergeStride;
+  float* ms = reinterpret_cast<float*>(sK);  // [4][16] m, then [4][16] l, then [4][16][kMS] acc
   float* ls = ms + 4 * 16;
   float* as = ls + 4 * 16;
   __syncthreads();
@@ -528,8 +546,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 #pragma unroll
     for (int j = 0; j < kDT; ++j) {
       int d = j * 8 + (lane % 4) * 2;
-      as[(warp * 16 + r) * D + d] = acc[j][2 * i];
-      as[(warp * 16 + r) * D + d + 1] = acc[j][2 * i + 1];
+      *reinterpret_cast<float2*>(&as[(warp * 16 + r) * kMS + d]) = make_float2(acc[j][2 * i], acc[j][2 * i + 1]);
     }
   }
   __syncthreads();
@@ -551,9 +568,13 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       lsum += ls[x * 16 + r] * wgt[x];
     }
     auto o = [&](int d) {
-      float v = 0.f;
+      float2 v = make_float2(0.f, 0.f);
 #pragma unroll
-      for (int x = 0; x < 4; ++x) v += as[(x * 16 + r) * D + d] * wgt[x];
+      for (int x = 0; x < 4; ++x) {
+        const float2 a = *reinterpret_cast<const float2*>(&as[(x * 16 + r) * kMS + d]);
+        v.x += a.x * wgt[x];
+        v.y += a.y * wgt[x];
+      }
       return v;
     };
     write_row(r, mm, lsum, o, part * 2, 16);
