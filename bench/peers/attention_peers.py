@@ -8,7 +8,10 @@ shape prints `FAILED: why`) and writes $OUT/attention_peers.csv.
 call, so neither L2 hits from the previous call nor the host's launch latency are timed (attention_bench
 --cold times pagoda the same way). --cold-clean: the flush reads the buffer (a sum) instead of zeroing it, so
 L2 holds no dirty lines for the timed call to write back (attention_bench --cold-clean).
---only decode|prefill: run one half (as attention_bench --only)."""
+--only decode|prefill: run one half (as attention_bench --only).
+--prefill BATCH LEN HEAD [--non-causal] [--no-flex]: one prefill shape (32 query / 8 KV heads, as attention_bench
+--prefill), so that a device script can alternate pagoda and the peers shape by shape from the same idle
+state; --no-flex leaves out FlexAttention (its compile takes tens of seconds per process)."""
 import os
 import sys
 import warnings
@@ -41,6 +44,15 @@ ONLY = None  # --only decode|prefill; "" when the value is missing (refused in m
 if "--only" in sys.argv[1:]:
     _i = sys.argv.index("--only")
     ONLY = sys.argv[_i + 1] if _i + 1 < len(sys.argv) else ""
+NO_FLEX = "--no-flex" in sys.argv[1:]
+ONE_PREFILL = None  # --prefill BATCH LEN HEAD: (batch, len, head, kv heads, causal); "" when malformed
+if "--prefill" in sys.argv[1:]:
+    _i = sys.argv.index("--prefill")
+    try:
+        _b, _n, _d = (int(x) for x in sys.argv[_i + 1:_i + 4])
+        ONE_PREFILL = (_b, _n, _d, 8, "--non-causal" not in sys.argv[1:]) if _b > 0 and _n > 1 and _d > 0 else ""
+    except ValueError:
+        ONE_PREFILL = ""
 _flush = None  # the L2-flush buffer of --cold, made on first use
 
 
@@ -127,10 +139,10 @@ def decode_peers(rows):
         torch.cuda.empty_cache()
 
 
-def prefill_peers(rows):
-    flex, create_block_mask = compiled_flex()
+def prefill_peers(rows, shapes):
+    flex, create_block_mask = (None, None) if NO_FLEX else compiled_flex()
     masks = {}
-    for batch, n, d, hk, causal in PREFILL_SHAPES:
+    for batch, n, d, hk, causal in shapes:
         hq = HQ
         mask_name = "causal" if causal else "non-causal"
         what = f"prefill {mask_name:10s} batch={batch} len={n:5d} d={d:3d} hq={hq} hk={hk:2d}"
@@ -179,10 +191,15 @@ def main():
     rows = []
     if ONLY not in (None, "decode", "prefill"):
         sys.exit(f"--only takes decode or prefill, not {ONLY!r}")
-    if ONLY != "prefill":
-        decode_peers(rows)
-    if ONLY != "decode":
-        prefill_peers(rows)
+    if ONE_PREFILL == "":
+        sys.exit("--prefill takes BATCH LEN HEAD: positive integers, LEN above 1")
+    if ONE_PREFILL is not None:
+        prefill_peers(rows, [ONE_PREFILL])
+    else:
+        if ONLY != "prefill":
+            decode_peers(rows)
+        if ONLY != "decode":
+            prefill_peers(rows, PREFILL_SHAPES)
     with open(os.path.join(out, "attention_peers.csv"), "w") as f:
         f.write("backend,kind,kv,batch,ctx,q_len,head_size,q_heads,kv_heads,causal,ms,tbs,tflops\n")
         f.write("\n".join(rows) + "\n")
