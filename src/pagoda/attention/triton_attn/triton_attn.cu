@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
@@ -306,6 +308,24 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
         items[n++] = make_int4(int(s), r, sp, splits);
       }
     }
+  }
+  // Steps with prefill tiles: the costliest tiles first (longest-processing-time order), so that the long
+  // causal tiles at the end of a sequence do not start last and trail the grid. A tile costs the keys its
+  // last query token sees (causal; every tile of a sequence costs its context otherwise, and any order is
+  // as good). Decode-only steps keep their layout (uniform tiles; the split CTAs of a row group adjacent).
+  if (!all_decode && n > 1) {
+    std::vector<long> cost(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const int s = items[i].x, q = batch.query_lens[size_t(s)];
+      const int last_token = std::min(q * G, items[i].y + kBlockM) / G;  // tokens (within the chunk) seen
+      cost[size_t(i)] = long(batch.seq_lens[size_t(s)]) - q + last_token;
+    }
+    std::vector<int> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return cost[size_t(x)] > cost[size_t(y)]; });
+    std::vector<int4> sorted(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) sorted[size_t(i)] = items[order[size_t(i)]];
+    std::copy(sorted.begin(), sorted.end(), items);
   }
   ws.num_work_items = n;
   ws.num_splits = splits;
