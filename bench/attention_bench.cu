@@ -6,7 +6,8 @@
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
 //                   [--decode BATCH CTX [--kv bf16|fp8]]
 //                   [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]
-//                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N] [--help]
+//                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]
+//                   [--cooldown MS] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -21,6 +22,10 @@
 // (the state attention meets inside a captured decode step); attention_peers.py --cold-clean likewise.
 // --repeat N: the whole sweep N times over (each pass prints its lines), so that shapes whose figures swing
 // between runs (long prefills) can be compared by their median over passes taken in one call.
+// --cooldown MS: the GPU idles MS milliseconds before each (backend, shape), so that every shape starts from
+// the same clocks: the H200 runs long prefills power-limited, and a shape timed right after them meets lowered
+// clocks (1 x 4096 prefill: 0.28 ms alone, 0.35 ms inside a sweep; docs/benchmarks.md, FLASH_ATTN run 6).
+// attention_peers.py --cooldown likewise.
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -29,12 +34,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pagoda/attention/flash_attn/flash_attn.h"
@@ -356,6 +363,7 @@ struct Args {
   bool cold = false;               // --cold or --cold-clean: see Timing
   bool cold_clean = false;         // --cold-clean
   int repeat = 1;                  // --repeat N
+  int cooldown_ms = 0;             // --cooldown MS
 };
 
 constexpr const char* kUsage =
@@ -363,6 +371,7 @@ constexpr const char* kUsage =
     "                       [--decode BATCH CTX [--kv bf16|fp8]]\n"
     "                       [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]\n"
     "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
+    "                       [--cooldown MS]\n"
     "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -404,6 +413,13 @@ Args parse_args(int argc, char** argv) {
     } else if (opt == "--repeat") {
       a.repeat = std::atoi(value("--repeat").c_str());
       if (a.repeat <= 0) usage_error("--repeat needs a positive count");
+    } else if (opt == "--cooldown") {
+      const std::string v = value("--cooldown");
+      char* end = nullptr;
+      const long ms = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || ms < 0 || ms > 600000)
+        usage_error("--cooldown needs milliseconds from 0 to 600000, not '" + v + "'");
+      a.cooldown_ms = int(ms);
     } else if (opt == "--cold-clean") {
       a.cold = a.cold_clean = true;
     } else if (opt == "--splits") {
@@ -468,6 +484,7 @@ int main(int argc, char** argv) {
   int failures = 0;
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s);
+    if (args.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(args.cooldown_ms));
     try {
       Result r = run_shape(b, s, num_sms, knobs);
       const std::string kernels = r.kernels.empty() ? "" : "  kernels=" + r.kernels;

@@ -11,9 +11,11 @@ L2 holds no dirty lines for the timed call to write back (attention_bench --cold
 --only decode|prefill: run one half (as attention_bench --only).
 --prefill BATCH LEN HEAD [--non-causal] [--no-flex]: one prefill shape (32 query / 8 KV heads, as attention_bench
 --prefill), so that a device script can alternate pagoda and the peers shape by shape from the same idle
-state; --no-flex leaves out FlexAttention (its compile takes tens of seconds per process)."""
+state; --no-flex leaves out FlexAttention (its compile takes tens of seconds per process).
+--cooldown MS: the GPU idles MS milliseconds before each (peer, shape), as attention_bench --cooldown."""
 import os
 import sys
+import time
 import warnings
 
 import torch
@@ -53,11 +55,22 @@ if "--prefill" in sys.argv[1:]:
         ONE_PREFILL = (_b, _n, _d, 8, "--non-causal" not in sys.argv[1:]) if _b > 0 and _n > 1 and _d > 0 else ""
     except ValueError:
         ONE_PREFILL = ""
+COOLDOWN_S = 0.0  # --cooldown MS; None when malformed (refused in main)
+if "--cooldown" in sys.argv[1:]:
+    _i = sys.argv.index("--cooldown")
+    try:
+        _ms = int(sys.argv[_i + 1])
+        COOLDOWN_S = _ms / 1000.0 if 0 <= _ms <= 600000 else None
+    except (IndexError, ValueError):
+        COOLDOWN_S = None
 _flush = None  # the L2-flush buffer of --cold, made on first use
 
 
 def median_ms(fn, iters):
     global _flush
+    if COOLDOWN_S:
+        torch.cuda.synchronize()
+        time.sleep(COOLDOWN_S)
     if COLD and _flush is None:
         _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for _ in range(3):
@@ -191,6 +204,8 @@ def main():
     rows = []
     if ONLY not in (None, "decode", "prefill"):
         sys.exit(f"--only takes decode or prefill, not {ONLY!r}")
+    if COOLDOWN_S is None:
+        sys.exit("--cooldown takes milliseconds from 0 to 600000")
     if ONE_PREFILL == "":
         sys.exit("--prefill takes BATCH LEN HEAD: positive integers, LEN above 1")
     if ONE_PREFILL is not None:
