@@ -313,23 +313,29 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     }
   };
 
-  // ---- Q tile (zero rows past the sequence and columns past head_size): its loads go out first, the KV
-  // prologue's copies next, and only then are the loaded chunks stored, so that neither waits for the other
-  // and the tile costs one memory latency ----
+  // ---- Q tile (zero rows past the sequence and columns past head_size). The decode-only kernel's 16-row
+  // tile (two chunks a thread) has its loads issued first, then the KV prologue's copies, and only then is
+  // it stored, so that neither waits for the other. A 64-row tile (8-16 chunks a thread) is stored before
+  // the prologue: holding it across the prologue spills registers ----
   constexpr int kQChunks = S::kQRows * CH;
   constexpr int kQIters = (kQChunks + kThreads - 1) / kThreads;
-  uint4 qv[kQIters];
-  {
-    const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
-#pragma unroll
-    for (int k = 0; k < kQIters; ++k) {
-      const int i = tid + k * kThreads, r = i / CH, c = i % CH, R = row_start + r;
-      qv[k] = make_uint4(0, 0, 0, 0);
-      if (i < kQChunks && R < rows_total && c * 8 < hs) {
-        const int tok = q_begin + R / G, h = kvh * G + R % G;
-        qv[k] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs + c * 8);
-      }
+  constexpr bool kQAcrossPrologue = kQIters <= 2;
+  const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
+  auto load_q = [&](int i) {  // chunk i of the tile
+    const int r = i / CH, c = i % CH, R = row_start + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (i < kQChunks && R < rows_total && c * 8 < hs) {
+      const int tok = q_begin + R / G, h = kvh * G + R % G;
+      v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs + c * 8);
     }
+    return v;
+  };
+  uint4 qv[kQAcrossPrologue ? kQIters : 1];
+  if constexpr (kQAcrossPrologue) {
+#pragma unroll
+    for (int k = 0; k < kQIters; ++k) qv[k] = load_q(tid + k * kThreads);
+  } else {
+    for (int i = tid; i < kQChunks; i += kThreads) sQ[swz<CH>(i / CH, i % CH)] = load_q(i);
   }
 
   // Prologue: stages 0 .. kStages-2 in flight. One commit group per stage, empty ones included, so that
@@ -339,11 +345,12 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     if (tile_begin + st < tile_end) load_tile(tile_begin + st, st);
     cp_async_commit();
   }
-
+  if constexpr (kQAcrossPrologue) {
 #pragma unroll
-  for (int k = 0; k < kQIters; ++k) {
-    const int i = tid + k * kThreads;
-    if (i < kQChunks) sQ[swz<CH>(i / CH, i % CH)] = qv[k];
+    for (int k = 0; k < kQIters; ++k) {
+      const int i = tid + k * kThreads;
+      if (i < kQChunks) sQ[swz<CH>(i / CH, i % CH)] = qv[k];
+    }
   }
 
   // Per-thread row state: rows r0 = row_base + lane/4 and r1 = r0 + 8.
