@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (tool `device`): Nsight Compute on one decode step of pagoda (TRITON_ATTN's decode
+# kernels, which FLASH_ATTN runs too) and of PyTorch SDPA with the cuDNN backend on the same shape, with the
+# DRAM and L2 counters side by side, at the GPU's own clocks (`--clock-control none`). The question it answers
+# (docs/flash-attn-notes.md, plan of the seventh session, item 1): cuDNN streams 2-3% faster at large decode
+# batches in the cold-clean timing -- is that DRAM efficiency (pagoda reads 512-byte K|V runs of one KV head
+# from NHD pages; cuDNN reads contiguous K and V), bytes moved, or the step's fixed cost?
+# Usage there: bash scripts/device/profile_decode_dram.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 128x4k, 16x4k, 1x32k)
+# Output: one block per (shape, library): each kernel's duration, DRAM bytes read / written, DRAM throughput
+# (% of peak), L2 hit rate, SM clock; full CSVs in $OUT/ncu_dram.tgz.
+set -uo pipefail
+bundle=$1
+shift
+shapes=("$@")
+[[ ${#shapes[@]} -gt 0 ]] || shapes=("128 4096" "16 4096" "1 32768")
+source "$bundle/env.sh"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+reports=$(mktemp -d)
+metrics="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
+metrics+=",dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct"
+metrics+=",sm__cycles_elapsed.avg.per_second"
+summary() {
+  grep -E '^"' "$1" | python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+if not rows: sys.exit(0)
+hdr = rows[0]
+for r in rows[1:]:
+    d = dict(zip(hdr, r))
+    print("  %-40s %-52s %s %s" % (d.get("Kernel Name", "")[:40], d.get("Metric Name", ""), d.get("Metric Value", ""),
+                                   d.get("Metric Unit", "")))'
+}
+for shape in "${shapes[@]}"; do
+  read -r batch ctx <<<"$shape"
+  name="pagoda_${batch}x${ctx}"
+  # Skip the warm-up launches (3 calls, up to 2 kernels each): profile one steady-state step.
+  timeout 120 "$ncu" --clock-control none --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
+    "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" >"$reports/$name.csv" 2>&1
+  echo "== $name (rc=$?)"
+  summary "$reports/$name.csv"
+  name="cudnn_${batch}x${ctx}"
+  # Only the kernels inside the NVTX range "sdpa" (two steady-state calls after five warm-up calls).
+  timeout 180 "$ncu" --clock-control none --nvtx --nvtx-include "sdpa/" --launch-count 4 --csv \
+    --metrics "$metrics" python3 - "$batch" "$ctx" >"$reports/$name.csv" 2>&1 <<'EOF'
+import sys
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+batch, ctx = int(sys.argv[1]), int(sys.argv[2])
+q = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+k = torch.randn(batch, 8, ctx, 128, device="cuda", dtype=torch.bfloat16)
+v = torch.randn_like(k)
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    for _ in range(5):
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("sdpa")
+    for _ in range(2):
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+EOF
+  echo "== $name (rc=$?)"
+  summary "$reports/$name.csv"
+done
+tar -C "$reports" -czf "$OUT/ncu_dram.tgz" .
