@@ -7,7 +7,7 @@
 //                   [--decode BATCH CTX [--kv bf16|fp8]]
 //                   [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]
 //                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]
-//                   [--cooldown MS] [--help]
+//                   [--cooldown MS] [--layout nhd|hnd] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -26,6 +26,9 @@
 // the same clocks: the H200 runs long prefills power-limited, and a shape timed right after them meets lowered
 // clocks (1 x 4096 prefill: 0.28 ms alone, 0.35 ms inside a sweep; docs/benchmarks.md, FLASH_ATTN run 6).
 // attention_peers.py --cooldown likewise.
+// --layout hnd: the paged cache as [block][KV head][token][K|V] instead of [block][token][KV head][K|V] (NHD,
+// the default and vLLM's), for A/B runs of how the decode kernel's DRAM efficiency depends on the runs it
+// reads (NHD: 512 bytes per token and KV head at head 128; HND: a 16-token page of one head is 8 KB).
 // --no-kv-stage: FLASH_ATTN without its KV staging buffer (FA3 gathers 16-token pages), for A/B runs.
 // Output: one line per (backend, shape), `BACKEND decode ... ms TB/s` or `BACKEND prefill ... ms TFLOP/s`
 // (FLASH_ATTN lines also name the kernels the plan ran: fa2, fa3 or fa3+fa2), and $OUT/attention_bench.csv
@@ -190,6 +193,7 @@ struct Knobs {
   int merge_min_splits = -1;
   bool kv_stage = true;
   int splits = 0;
+  KvLayout layout = KvLayout::kNHD;  // --layout: the paged cache's layout
   Timing timing;  // --cold: L2 flushed and the launch latency hidden before each timed call
 };
 
@@ -235,6 +239,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
   p.block_tables = bt.as<int>();
   p.scale = 1.0f / std::sqrt(float(s.d));
   p.causal = s.causal;
+  p.layout = knobs.layout;
   const AttentionBatchInfo info{std::vector<int>(s.batch, s.q_len), h_sl};
   const int iters = s.q_len > 1 ? 10 : 50;
 
@@ -371,7 +376,7 @@ constexpr const char* kUsage =
     "                       [--decode BATCH CTX [--kv bf16|fp8]]\n"
     "                       [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]\n"
     "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
-    "                       [--cooldown MS]\n"
+    "                       [--cooldown MS] [--layout nhd|hnd]\n"
     "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -413,6 +418,10 @@ Args parse_args(int argc, char** argv) {
     } else if (opt == "--repeat") {
       a.repeat = std::atoi(value("--repeat").c_str());
       if (a.repeat <= 0) usage_error("--repeat needs a positive count");
+    } else if (opt == "--layout") {
+      const std::string v = value("--layout");
+      if (v == "hnd") a.knobs.layout = KvLayout::kHND;
+      else if (v != "nhd") usage_error("unknown --layout '" + v + "': use nhd or hnd");
     } else if (opt == "--cooldown") {
       const std::string v = value("--cooldown");
       char* end = nullptr;
@@ -483,7 +492,7 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
-    const std::string what = describe(b, s);
+    const std::string what = describe(b, s) + (knobs.layout == KvLayout::kHND ? " HND" : "");
     if (args.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(args.cooldown_ms));
     try {
       Result r = run_shape(b, s, num_sms, knobs);
