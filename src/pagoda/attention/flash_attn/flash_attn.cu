@@ -1,7 +1,6 @@
 #include "pagoda/attention/flash_attn/flash_attn.h"
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "pagoda/attention/cuda_ok.h"
@@ -128,7 +127,6 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     std::vector<int> q_start(n + 1, 0);
     for (size_t s = 0; s < n; ++s) q_start[s + 1] = q_start[s] + batch.query_lens[s];
     std::vector<int4> items;
-    std::vector<long> cost;
     bool any_decode = false;
     for (size_t s = 0; s < n; ++s) {
       const int ql = batch.query_lens[s];
@@ -136,22 +134,19 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
         any_decode = any_decode || ql == 1;
         continue;
       }
-      for (int m = 0; m * block_m < ql; ++m) {
-        items.push_back(make_int4(int(s), m, q_start[s], ql));
-        cost.push_back(long(batch.seq_lens[s]) - ql + std::min(ql, (m + 1) * block_m));
-      }
+      for (int m = 0; m * block_m < ql; ++m) items.push_back(make_int4(int(s), m, q_start[s], ql));
     }
     PAGODA_CHECK(int(items.size()) <= ws.fa3_capacity, "FLASH_ATTN work list overflow: reserve() a larger workspace");
-    std::vector<size_t> order(items.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-    int4* host = reinterpret_cast<int4*>(ws.fa3_host);
-    for (size_t i = 0; i < order.size(); ++i) host[i] = items[order[i]];
+    // A tile costs the keys its last query token sees.
+    auto cost = [&](const int4& item) {
+      return long(batch.seq_lens[size_t(item.x)]) - item.w + std::min(item.w, (item.y + 1) * block_m);
+    };
+    std::stable_sort(items.begin(), items.end(), [&](const int4& a, const int4& b) { return cost(a) > cost(b); });
+    std::copy(items.begin(), items.end(), reinterpret_cast<int4*>(ws.fa3_host));
     ws.fa3_items = int(items.size());
-    if (ws.fa3_items > 0)
+    if (ws.fa3_items > 0) {
       PAGODA_CUDA_OK(cudaMemcpyAsync(ws.fa3_work, ws.fa3_host, sizeof(int4) * size_t(ws.fa3_items),
                                      cudaMemcpyHostToDevice, stream));
-    if (ws.fa3_items > 0) {
       ws.fa3_only = !any_decode;
       fa2.only_decode = 1;
     }

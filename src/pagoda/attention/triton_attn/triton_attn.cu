@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <vector>
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
@@ -314,18 +312,12 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   // last query token sees (causal; every tile of a sequence costs its context otherwise, and any order is
   // as good). Decode-only steps keep their layout (uniform tiles; the split CTAs of a row group adjacent).
   if (!all_decode && n > 1) {
-    std::vector<long> cost(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      const int s = items[i].x, q = batch.query_lens[size_t(s)];
-      const int last_token = std::min(q * G, items[i].y + kBlockM) / G;  // tokens (within the chunk) seen
-      cost[size_t(i)] = long(batch.seq_lens[size_t(s)]) - q + last_token;
-    }
-    std::vector<int> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return cost[size_t(x)] > cost[size_t(y)]; });
-    std::vector<int4> sorted(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) sorted[size_t(i)] = items[order[size_t(i)]];
-    std::copy(sorted.begin(), sorted.end(), items);
+    auto cost = [&](const int4& item) {
+      const int q = batch.query_lens[size_t(item.x)];
+      const int last_token = std::min(q * G, item.y + kBlockM) / G;  // tokens (within the chunk) seen
+      return long(batch.seq_lens[size_t(item.x)]) - q + last_token;
+    };
+    std::stable_sort(items, items + n, [&](const int4& a, const int4& b) { return cost(a) > cost(b); });
   }
   ws.num_work_items = n;
   ws.num_splits = splits;
