@@ -6,6 +6,7 @@
 # warp stall reasons (cycles per issued instruction).
 # Usage there: bash scripts/device/profile_decode.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 16x4k, 1x32k)
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 bundle=$1
 shift
 shapes=("$@")
@@ -28,15 +29,7 @@ for shape in "${shapes[@]}"; do
     timeout 120 "$ncu" --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
       "$bundle/bin/attention_bench" --backend triton --decode $shape --kv $kv >"$reports/$name.csv" 2>&1
     echo "== $name (rc=$?)"
-    grep -E '^"' "$reports/$name.csv" | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-if not rows: sys.exit(0)
-hdr = rows[0]
-for r in rows[1:]:
-    d = dict(zip(hdr, r))
-    name = d.get("Metric Name", "").replace("smsp__average_warps_issue_stalled_", "stall ").replace("_per_issue_active.ratio", "")
-    print("  %-32s %-60s %s %s" % (d.get("Kernel Name", "")[:32], name, d.get("Metric Value", ""), d.get("Metric Unit", "")))'
+    python3 "$here/ncu_summary.py" <"$reports/$name.csv"
   done
 done
 tar -C "$reports" -czf "$OUT/ncu.tgz" .

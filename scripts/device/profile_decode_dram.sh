@@ -9,6 +9,7 @@
 # Output: one block per (shape, library): each kernel's duration, DRAM bytes read / written, DRAM throughput
 # (% of peak), L2 hit rate, SM clock; full CSVs in $OUT/ncu_dram.tgz.
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 bundle=$1
 shift
 shapes=("$@")
@@ -21,17 +22,6 @@ reports=$(mktemp -d)
 metrics="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
 metrics+=",dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct"
 metrics+=",sm__cycles_elapsed.avg.per_second"
-summary() {
-  grep -E '^"' "$1" | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-if not rows: sys.exit(0)
-hdr = rows[0]
-for r in rows[1:]:
-    d = dict(zip(hdr, r))
-    print("  %-40s %-52s %s %s" % (d.get("Kernel Name", "")[:40], d.get("Metric Name", ""), d.get("Metric Value", ""),
-                                   d.get("Metric Unit", "")))'
-}
 for shape in "${shapes[@]}"; do
   read -r batch ctx <<<"$shape"
   name="pagoda_${batch}x${ctx}"
@@ -39,7 +29,7 @@ for shape in "${shapes[@]}"; do
   timeout 120 "$ncu" --clock-control none --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
     "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" >"$reports/$name.csv" 2>&1
   echo "== $name (rc=$?)"
-  summary "$reports/$name.csv"
+  python3 "$here/ncu_summary.py" <"$reports/$name.csv"
   name="cudnn_${batch}x${ctx}"
   # Only the kernels inside the NVTX range "sdpa" (two steady-state calls after five warm-up calls).
   timeout 180 "$ncu" --clock-control none --nvtx --nvtx-include "sdpa/" --launch-count 4 --csv \
@@ -63,6 +53,6 @@ with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     torch.cuda.nvtx.range_pop()
 EOF
   echo "== $name (rc=$?)"
-  summary "$reports/$name.csv"
+  python3 "$here/ncu_summary.py" <"$reports/$name.csv"
 done
 tar -C "$reports" -czf "$OUT/ncu_dram.tgz" .
