@@ -7,7 +7,7 @@
 //                   [--decode BATCH CTX [--kv bf16|fp8]]
 //                   [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]
 //                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]
-//                   [--cooldown MS] [--layout nhd|hnd] [--help]
+//                   [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -15,6 +15,8 @@
 // HEAD, 32 query / 8 KV heads, causal unless --non-causal, paged blocks of 16 unless --contiguous (one block
 // per sequence), so that a profiler sees the kernels of that shape only.
 // --merge-min-splits sets where split-KV decode merges its splits (in the kernel from N splits), for A/B runs.
+// --no-cluster-merge: split-KV decode merges in the separate merge kernel even where SM 9.0 clusters would
+// take the merge (cluster_merge in the planner options), for A/B runs.
 // --splits N forces N KV splits on TRITON_ATTN (the planner's choice otherwise), for split-count sweeps.
 // --cold: each timed call follows a 256 MB memset that evicts L2 and hides the host's launch latency (see
 // Timing); bench/peers/attention_peers.py --cold times the peers the same way.
@@ -191,6 +193,7 @@ struct Result {
 // copy is part of the timed step). splits > 0: TRITON_ATTN runs exactly that many KV splits.
 struct Knobs {
   int merge_min_splits = -1;
+  bool cluster_merge = true;  // --no-cluster-merge: false
   bool kv_stage = true;
   int splits = 0;
   KvLayout layout = KvLayout::kNHD;  // --layout: the paged cache's layout
@@ -250,6 +253,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       opt.num_sms = num_sms;
       opt.fp8_kv = dtype_is_fp8(s.kv);
       if (knobs.merge_min_splits >= 0) opt.in_kernel_merge_min_splits = knobs.merge_min_splits;
+      opt.cluster_merge = knobs.cluster_merge;
       if (knobs.splits > 0) {
         opt.force_splits = true;
         opt.max_splits = knobs.splits;
@@ -267,6 +271,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       opt.version = backend == Backend::kFlash3 ? 3 : 2;
       opt.num_sms = num_sms;
       if (knobs.merge_min_splits >= 0) opt.in_kernel_merge_min_splits = knobs.merge_min_splits;
+      opt.cluster_merge = knobs.cluster_merge;
       FlashAttnWorkspace ws;
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       if (knobs.kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
@@ -364,7 +369,7 @@ struct Args {
   DType one_kv = DType::kBF16;      // --kv bf16|fp8 (with --decode)
   int pre_batch = 0, pre_len = 0, pre_head = 0;  // --prefill BATCH LEN HEAD
   bool pre_causal = true, pre_contiguous = false;  // --non-causal, --contiguous (with --prefill)
-  Knobs knobs;                     // --merge-min-splits N, --splits N, --no-kv-stage (A/B runs)
+  Knobs knobs;                     // --merge-min-splits N, --no-cluster-merge, --splits N, --no-kv-stage (A/B runs)
   bool cold = false;               // --cold or --cold-clean: see Timing
   bool cold_clean = false;         // --cold-clean
   int repeat = 1;                  // --repeat N
@@ -376,7 +381,7 @@ constexpr const char* kUsage =
     "                       [--decode BATCH CTX [--kv bf16|fp8]]\n"
     "                       [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]\n"
     "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
-    "                       [--cooldown MS] [--layout nhd|hnd]\n"
+    "                       [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge]\n"
     "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -434,6 +439,8 @@ Args parse_args(int argc, char** argv) {
     } else if (opt == "--splits") {
       a.knobs.splits = std::atoi(value("--splits").c_str());
       if (a.knobs.splits <= 0) usage_error("--splits needs a positive count");
+    } else if (opt == "--no-cluster-merge") {
+      a.knobs.cluster_merge = false;
     } else if (opt == "--merge-min-splits") {
       a.knobs.merge_min_splits = std::atoi(value("--merge-min-splits").c_str());
     } else if (opt == "--decode") {

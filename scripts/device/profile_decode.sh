@@ -6,7 +6,7 @@
 # warp stall reasons (cycles per issued instruction).
 # Usage there: bash scripts/device/profile_decode.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 16x4k, 1x32k)
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+scripts=$(cd "$(dirname "$0")" && pwd)  # not "here": the bundle's env.sh sets that
 bundle=$1
 shift
 shapes=("$@")
@@ -29,7 +29,7 @@ for shape in "${shapes[@]}"; do
     timeout 120 "$ncu" --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
       "$bundle/bin/attention_bench" --backend triton --decode $shape --kv $kv >"$reports/$name.csv" 2>&1
     echo "== $name (rc=$?)"
-    python3 "$here/ncu_summary.py" <"$reports/$name.csv"
+    python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
   done
 done
 tar -C "$reports" -czf "$OUT/ncu.tgz" .

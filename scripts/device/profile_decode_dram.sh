@@ -6,10 +6,11 @@
 # batches in the cold-clean timing -- is that DRAM efficiency (pagoda reads 512-byte K|V runs of one KV head
 # from NHD pages; cuDNN reads contiguous K and V), bytes moved, or the step's fixed cost?
 # Usage there: bash scripts/device/profile_decode_dram.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 128x4k, 16x4k, 1x32k)
+#   BENCH_ARGS="--layout hnd" passes extra options to attention_bench (pagoda's side only); CUDNN=0 skips cuDNN.
 # Output: one block per (shape, library): each kernel's duration, DRAM bytes read / written, DRAM throughput
 # (% of peak), L2 hit rate, SM clock; full CSVs in $OUT/ncu_dram.tgz.
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+scripts=$(cd "$(dirname "$0")" && pwd)  # not "here": the bundle's env.sh sets that
 bundle=$1
 shift
 shapes=("$@")
@@ -24,12 +25,13 @@ metrics+=",dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_
 metrics+=",sm__cycles_elapsed.avg.per_second"
 for shape in "${shapes[@]}"; do
   read -r batch ctx <<<"$shape"
-  name="pagoda_${batch}x${ctx}"
+  name="pagoda_${batch}x${ctx}${BENCH_ARGS:+_${BENCH_ARGS//[^a-z0-9]/}}"
   # Skip the warm-up launches (3 calls, up to 2 kernels each): profile one steady-state step.
   timeout 120 "$ncu" --clock-control none --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
-    "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" >"$reports/$name.csv" 2>&1
+    "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" ${BENCH_ARGS:-} >"$reports/$name.csv" 2>&1
   echo "== $name (rc=$?)"
-  python3 "$here/ncu_summary.py" <"$reports/$name.csv"
+  python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
+  [[ ${CUDNN:-1} == 0 ]] && continue
   name="cudnn_${batch}x${ctx}"
   # Only the kernels inside the NVTX range "sdpa" (two steady-state calls after five warm-up calls).
   timeout 180 "$ncu" --clock-control none --nvtx --nvtx-include "sdpa/" --launch-count 4 --csv \
@@ -53,6 +55,6 @@ with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     torch.cuda.nvtx.range_pop()
 EOF
   echo "== $name (rc=$?)"
-  python3 "$here/ncu_summary.py" <"$reports/$name.csv"
+  python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
 done
 tar -C "$reports" -czf "$OUT/ncu_dram.tgz" .

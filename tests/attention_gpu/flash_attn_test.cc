@@ -38,6 +38,7 @@ class FlashAttnGpu : public ::testing::TestWithParam<Mode> {
         opt.force_splits = true;
       }
       opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
+      opt.cluster_merge = cs.cluster_merge;
       FlashAttnWorkspace ws;
       ws.reserve(p.num_tokens, p.num_seqs, p.num_q_heads, p.head_size, opt.max_splits);
       if (stage) {

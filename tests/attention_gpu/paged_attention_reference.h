@@ -55,6 +55,7 @@ struct Case {
   bool causal = true;     // false: every query token attends the whole context
   int force_splits = 0;   // > 0: exactly this many KV splits
   int merge_in_kernel_from = 0;  // > 0: in_kernel_merge_min_splits (the decode kernel merges its splits)
+  bool cluster_merge = true;     // false: the split merge runs in the merge kernel even where SM 9.0 clusters fit
   int launches = 1;       // > 1: relaunch with the output poisoned again, as a replayed decode step would
   int check_every = 1;    // reference on every n-th query token (long prefills)
   int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
@@ -73,6 +74,7 @@ inline std::string describe(const Case& c) {
   if (c.sinks) s += " sinks";
   if (c.force_splits > 0) s += " splits=" + std::to_string(c.force_splits);
   if (c.merge_in_kernel_from > 0) s += " merge-in-kernel";
+  if (!c.cluster_merge) s += " merge-kernel";
   if (c.launches > 1) s += " launches=" + std::to_string(c.launches);
   if (c.layout == KvLayout::kHND) s += " HND";
   if (c.q_pad > 0) s += " strided-q";
@@ -278,16 +280,22 @@ inline void run_case(const Case& c, const std::string& kernel, const Launch& lau
 }
 
 // Decode with split KV, shared by the backends' tests: forced split counts (what a captured decode step
-// uses) over short and long contexts, and one long context where the planner chooses the splits. The
-// splits merge in the separate merge kernel (the default) or in the decode kernel itself (the last CTA of
-// a row group, counted on device counters that must re-arm): the split cases run three times, each on a
-// freshly poisoned output.
+// uses) over short and long contexts, and long and short contexts where the planner chooses the splits.
+// The splits merge (how) 0: in the separate merge kernel; 1: as the planner's defaults say (SM 9.0: a
+// cluster per row group merging through distributed shared memory where the step's clusters fit the GPU,
+// else the merge kernel); 2: in the decode kernel by request (SM 9.0: in clusters where they fit; before:
+// the last CTA of a row group, counted on device counters that must re-arm). The split cases run three
+// times, each on a freshly poisoned output. On an H200, 3 x 8 clusters of 3 fit, 3 x 8 of 16 do not (at
+// most 7 clusters of 16), and 24 splits exceed the largest cluster: there the merge kernel takes over.
 inline std::vector<Case> decode_split_kv_cases() {
   std::vector<Case> cases;
-  for (int splits : {1, 3, 16}) {
-    for (int in_kernel : {0, 2}) {
-      if (splits == 1 && in_kernel) continue;
+  // how: 0 the merge kernel, 1 the default, 2 in the decode kernel
+  for (int splits : {1, 3, 16, 24}) {
+    for (int how : {0, 1, 2}) {
+      if ((splits == 1 && how != 1) || (splits == 24 && how != 2) || (splits == 16 && how == 1)) continue;
+      const int in_kernel = how == 2 ? 2 : 0;
       Case c;
+      c.cluster_merge = how != 0;
       c.query_lens = {1, 1, 1};
       c.seq_lens = {4099, 1, 1000};
       c.num_q_heads = 32;
@@ -305,6 +313,9 @@ inline std::vector<Case> decode_split_kv_cases() {
   automatic.num_kv_heads = 8;
   automatic.launches = 3;
   cases.push_back(automatic);
+  Case short_ctx = automatic;  // batch 1, short context: the planner's 7 splits, 8 clusters of 7 on SM 9.0
+  short_ctx.seq_lens = {1000};
+  cases.push_back(short_ctx);
   return cases;
 }
 
@@ -318,6 +329,7 @@ inline std::vector<Case> one_feature_cases(const Case& base) {
   cases[2].sinks = true;
   cases[3].sinks = true;
   cases[3].force_splits = 4;  // sinks through the merge
+  cases[3].cluster_merge = false;
   cases[4].alibi = true;
   cases[5].layout = KvLayout::kHND;
   cases[6].sinks = true;

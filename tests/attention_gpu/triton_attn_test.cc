@@ -24,6 +24,7 @@ void run_case(const Case& c, bool separate = false) {
       opt.force_splits = true;
     }
     opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
+    opt.cluster_merge = cs.cluster_merge;
     opt.fp8_kv = dtype_is_fp8(cs.kv_dtype);
     PagedAttentionWorkspace ws, ws2;
     ws.reserve(T, S, Hq, D, opt.max_splits);

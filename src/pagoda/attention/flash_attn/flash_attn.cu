@@ -110,6 +110,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   fa2.max_splits = options.max_splits;
   fa2.force_splits = options.force_splits;
   fa2.in_kernel_merge_min_splits = options.in_kernel_merge_min_splits;
+  fa2.cluster_merge = options.cluster_merge;
   fa2.fp8_kv = dtype_is_fp8(kv_dtype);
   ws.fa3_items = 0;
   ws.fa3_only = false;

@@ -35,6 +35,7 @@ struct FlashAttnOptions {
   int max_splits = 64;        // KV splits of the FA2 decode kernel (fixed under CUDA-graph capture)
   bool force_splits = false;  // exactly max_splits (graph capture)
   int in_kernel_merge_min_splits = 0;  // see PagedAttentionOptions (0: the separate merge kernel)
+  bool cluster_merge = true;           // see PagedAttentionOptions (SM 9.0 decode splits merge in clusters)
 };
 
 class FlashAttnWorkspace {

@@ -1,6 +1,8 @@
 // PRIVATE to triton_attn/: the split-KV merge. Split CTAs write unnormalised partials (out, and the row's
-// log2-domain max m and sum l); merge_split_rows combines a row group's splits. The decode kernel runs it
-// in its last CTA per row group (last_split_merges); other steps run merge_partials_kernel (triton_attn.cu).
+// log2-domain max m and sum l); merge_split_rows combines a row group's splits. Before SM 9.0 the decode
+// kernel runs it in its last CTA per row group (last_split_merges); on SM 9.0 the decode kernel's split CTAs
+// form a cluster and merge through distributed shared memory (cluster_merge_splits); other steps run
+// merge_partials_kernel (triton_attn.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -139,6 +141,85 @@ __device__ __forceinline__ void last_split_merges(const KernelArgs& args) {
   __threadfence();
   merge_split_rows<T, D>(args, w.x, w.y, blockIdx.y, nsplit);
   if (threadIdx.x == 0) args.split_counters[group] = 0;
+}
+
+// The most KV splits a cluster merge takes: the largest cluster SM 9.0 launches (a non-portable size).
+constexpr int kMaxClusterSplits = 16;
+
+// Split-KV decode on SM 9.0: the CTAs of one row group's splits are one thread-block cluster (cluster rank =
+// split). Each has left its merged rows in its own shared memory at partial_offset (m[16], l[16] in the log2
+// domain, unnormalised o[16][D]); after a cluster barrier every CTA takes a share of the (row, column pair)
+// outputs and reads the splits' values straight from their shared memory. No global partials, no counter,
+// no second kernel. A second barrier keeps every CTA's shared memory alive until the last read.
+template <typename T, int D>
+__device__ __forceinline__ void cluster_merge_splits(const KernelArgs& args, const void* smem, size_t partial_offset) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const WorkItem wi = work_item(args);  // issued before the barrier: its loads overlap the wait
+  const PagedAttentionParams& p = args.p;
+  const uint32_t local = attention_device::smem_u32(static_cast<const uint8_t*>(smem) + partial_offset);
+  uint32_t rank, nranks;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nranks));
+  auto cluster_sync = [] {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  };
+  auto remote_f32 = [](uint32_t addr, uint32_t cta) {
+    uint32_t a;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(addr), "r"(cta));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+  };
+  auto remote_f32x2 = [](uint32_t addr, uint32_t cta) {
+    uint32_t a;
+    float2 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(addr), "r"(cta));
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+    return v;
+  };
+  cluster_sync();
+  const int hs = p.head_size, pairs = hs / 2;
+  const int valid_rows = min(16, wi.rows_total - wi.row_start);
+  for (int i = int(rank) * kThreads + threadIdx.x; i < valid_rows * pairs; i += int(nranks) * kThreads) {
+    const int r = i / pairs, d = 2 * (i % pairs);
+    // Every split's (m, l) and columns d, d + 1 of row r, all in flight together.
+    float ms[kMaxClusterSplits], ls[kMaxClusterSplits];
+    float2 os[kMaxClusterSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s < int(nranks)) {
+        ms[s] = remote_f32(local + 4 * r, s);
+        ls[s] = remote_f32(local + 4 * (16 + r), s);
+        os[s] = remote_f32x2(local + 4 * (32 + r * D + d), s);
+      }
+    }
+    const int R = wi.row_start + r, h = wi.kvh * wi.G + R % wi.G;
+    float m = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      if (s < int(nranks)) m = fmaxf(m, ms[s]);
+    if (p.sinks) m = fmaxf(m, p.sinks[h] * kLog2e);
+    const float m_use = m == -INFINITY ? 0.f : m;
+    float l = 0.f;
+    float2 o = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s < int(nranks) && ms[s] != -INFINITY) {  // a split without keys has weight 0
+        const float w = exp2f(ms[s] - m_use);
+        l += ls[s] * w;
+        o.x += os[s].x * w;
+        o.y += os[s].y * w;
+      }
+    }
+    if (p.sinks) l += exp2f(p.sinks[h] * kLog2e - m_use);
+    const float inv = l > 0.f ? p.v_scale / l : 0.f;
+    const size_t row = size_t(wi.q_begin + R / wi.G) * p.num_q_heads + h;
+    T* out = static_cast<T*>(p.out) + row * hs + d;
+    out[0] = from_f<T>(o.x * inv);
+    out[1] = from_f<T>(o.y * inv);
+  }
+  cluster_sync();
+#endif
 }
 
 }  // namespace pagoda::triton_attn_detail

@@ -165,7 +165,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
     if constexpr (std::is_same_v<T, float>) {
       PAGODA_CHECK(false, "tensor-core attention has no fp32 variant");
     } else {
-      merged = triton_attn_detail::launch_unified<T>(args, ws.num_work_items, stream);
+      merged = triton_attn_detail::launch_unified<T>(args, ws.num_work_items, ws.num_splits, stream);
     }
   } else {
     fallback_attention_kernel<T><<<grid, kThreads, 0, stream>>>(args);
@@ -325,6 +325,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   ws.split_needs_merge = splits > 1;
   ws.merge_in_kernel =
       ws.all_decode && opt.in_kernel_merge_min_splits > 0 && splits >= opt.in_kernel_merge_min_splits;
+  ws.merge_in_cluster = ws.all_decode && splits > 1 && opt.cluster_merge;
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
 
@@ -338,7 +339,7 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
                " tokens > the workspace's split_tokens ", ws.split_tokens);
   KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.split_tokens,
                   ws.split_needs_merge, ws.all_decode, ws.split_counters,
-                  ws.merge_in_kernel && ws.split_needs_merge};
+                  ws.merge_in_kernel && ws.split_needs_merge, ws.merge_in_cluster && ws.split_needs_merge};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
   if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype),

@@ -88,6 +88,7 @@ class PagedAttentionWorkspace {
   bool split_needs_merge = false;
   bool all_decode = false;  // every planned tile has <= 16 query rows
   bool merge_in_kernel = false;  // the decode kernel merges the splits (see in_kernel_merge_min_splits)
+  bool merge_in_cluster = false;  // SM 9.0: the splits merge in thread-block clusters where they fit (cluster_merge)
 };
 
 // CTAs of the fp8 decode kernel resident per SM (its registers and shared memory allow three): the unit the
@@ -112,10 +113,16 @@ struct PagedAttentionOptions {
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
   int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
   bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
-  // Decode steps with at least this many KV splits (> 0) merge them inside the decode kernel (the last CTA
-  // of a row group); otherwise the separate merge kernel runs. 0 (the default): never in the kernel -- the
-  // separate kernel measured as fast or faster at every split count, and the merging instantiation's key
-  // loop runs 20-25% slower (H200, docs/flash-attn-notes.md).
+  // SM 9.0: the KV splits of a decode step's row group run as one thread-block cluster and merge through
+  // distributed shared memory inside the decode kernel, when all the step's clusters fit the GPU at once
+  // (H200: up to 7 clusters of 16, 15 of 8, 30 of 4, 66 of 2 at one CTA per SM); otherwise, and before
+  // SM 9.0, the separate merge kernel runs. Saves that kernel's ~2-3 us boundary (1 x 1k 0.011 -> 0.009 ms,
+  // 8 x 4k 0.041 -> 0.038, H200, docs/flash-attn-notes.md). false: always the merge kernel (A/B runs).
+  bool cluster_merge = true;
+  // Decode steps with at least this many KV splits (> 0) merge them inside the decode kernel: in clusters
+  // on SM 9.0 (as cluster_merge), in the last CTA of a row group before; otherwise the separate merge kernel
+  // runs. 0 (the default): the last-CTA merge is off -- on the H200 the separate kernel measured as fast or
+  // faster at every split count, and the last-CTA instantiation's key loop ran 20-25% slower.
   int in_kernel_merge_min_splits = 0;
 };
 

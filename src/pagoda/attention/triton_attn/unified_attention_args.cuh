@@ -21,7 +21,8 @@ struct KernelArgs {
   bool write_partial;
   bool all_decode;     // every work item is decode-shaped (<= 16 query rows): the decode-only kernel runs
   int* split_counters;  // per row group (split-0 item x KV head): CTAs done, for the in-kernel merge; 0 between launches
-  bool merge_in_kernel;  // the decode-only kernel merges its splits (the last CTA of each row group)
+  bool merge_in_kernel;  // the decode-only kernel merges its splits (SM 9.0: in clusters; else the last CTA of each row group)
+  bool merge_in_cluster;  // SM 9.0: the decode-only kernel merges its splits in clusters where they fit
 };
 
 // The work item of this CTA (blockIdx.x: {seq, row_start, split, num_splits}; blockIdx.y: KV head) and the

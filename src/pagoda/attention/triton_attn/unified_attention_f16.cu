@@ -4,8 +4,8 @@
 namespace pagoda::triton_attn_detail {
 
 template <>
-bool launch_unified<__half>(const KernelArgs& args, int num_items, cudaStream_t stream) {
-  return launch_unified_impl<__half>(args, num_items, stream);
+bool launch_unified<__half>(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
+  return launch_unified_impl<__half>(args, num_items, num_splits, stream);
 }
 
 }  // namespace pagoda::triton_attn_detail

@@ -127,8 +127,13 @@ struct Smem {
   // pair exactly twice, the least for 256 bytes).
   static constexpr int kMergeStride = D + 8;
   static constexpr size_t kMergeBytes = size_t(4) * 16 * (kMergeStride + 2) * 4;
+  // The cluster merge of KV splits (SM 9.0, split_kv_merge.cuh): the CTA's merged rows stay in shared
+  // memory, after the warps' merge area, for the cluster's other CTAs to read: m[16], l[16], o[16][D].
+  static constexpr size_t kPartialOffset = kQBytes + kMergeBytes;
+  static constexpr size_t kPartialBytes = size_t(16) * (D + 2) * 4;
   static constexpr size_t kMain = kQBytes + kTileBytes + kStagingBytes;
-  static constexpr size_t kBytes = kMain > kQBytes + kMergeBytes ? kMain : kQBytes + kMergeBytes;
+  static constexpr size_t kBytes =
+      kMain > kPartialOffset + kPartialBytes ? kMain : kPartialOffset + kPartialBytes;
   // Warps split the keys of a tile (16 each) when the tile has at most 16 query rows (decode).
   static constexpr bool kCanWarpSplit = BN == 64;
 };
@@ -139,7 +144,9 @@ static_assert(Smem<__nv_bfloat16, KvE4M3, 128, 64, true>::kDecodeCtasPerSm == kD
                   Smem<__half, KvE5M2, 128, 64, true>::kDecodeCtasPerSm == kDecodeCtasPerSm,
               "the planner's fp8 decode slots and the fp8 decode kernel's occupancy differ");
 
-template <typename T, typename Kv, int D, int BN, bool kSplit, typename S>
+// kSmemPartial (the decode kernel of a cluster merge): the CTA's merged rows stay in shared memory at
+// S::kPartialOffset instead of going to the output or the global partials.
+template <typename T, typename Kv, int D, int BN, bool kSplit, typename S, bool kSmemPartial = false>
 __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* smem) {
   constexpr int CH = S::kChunks;
   constexpr int kStages = S::kStages;
@@ -584,7 +591,16 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       }
       return v;
     };
-    write_row(r, mm, lsum, o, part * 2, 16);
+    if constexpr (kSmemPartial) {
+      float* pm = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem) + S::kPartialOffset);
+      if (part == 0) {
+        pm[r] = mm;
+        pm[16 + r] = lsum;
+      }
+      for (int d = part * 2; d < hs; d += 16) *reinterpret_cast<float2*>(pm + 32 + r * D + d) = o(d);
+    } else {
+      write_row(r, mm, lsum, o, part * 2, 16);
+    }
   }
 }
 
@@ -608,21 +624,30 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
 
 // The same kernel for steps whose every tile is decode-shaped (the common decode step): only the key-split
 // body and a 16-row Q tile, so that two CTAs (16-bit KV, 3 stages) or three (fp8 KV, 2 stages) fit an SM.
-// kMergeSplits: the last CTA of each row group merges the KV splits (opt-in: in_kernel_merge_min_splits). A
-// separate instantiation, because the merge code in the same kernel costs the main loop registers (168 vs
-// 156 at D = 128) and ~9% at 128 x 4k on the H200.
+// kMergeSplits: the kernel merges its KV splits. On SM 9.0 it is launched in clusters of one row group's
+// splits, which merge through distributed shared memory (cluster_merge_splits); before SM 9.0 the last CTA
+// of each row group merges the global partials (last_split_merges). A separate instantiation, because the
+// merge code in the same kernel costs the main loop registers (168 vs 156 at D = 128) and ~9% at 128 x 4k on
+// the H200.
 template <typename T, typename Kv, int D, int BN, bool kMergeSplits>
 __global__ void __launch_bounds__(kThreads, (Smem<T, Kv, D, BN, true>::kDecodeCtasPerSm))
     decode_attention_kernel(const KernelArgs args) {
   attention_device::pdl_launch_dependents();  // the split merge kernel may take its place early
   extern __shared__ uint4 smem[];
-  attention_tile<T, Kv, D, BN, true, Smem<T, Kv, D, BN, true>>(args, smem);
+  using S = Smem<T, Kv, D, BN, true>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  attention_tile<T, Kv, D, BN, true, S, kMergeSplits>(args, smem);
+  if constexpr (kMergeSplits) cluster_merge_splits<T, D>(args, smem, S::kPartialOffset);
+#else
+  attention_tile<T, Kv, D, BN, true, S>(args, smem);
   if constexpr (kMergeSplits) last_split_merges<T, D>(args);
+#endif
 }
 
 // Instantiated per element type in unified_attention_{bf16,f16}.cu. Returns true when the launched kernel
 // merged its KV splits itself (the decode-only kernel with merge_in_kernel), false when merge_partials must run.
+// num_splits: the plan's KV splits per row group (the cluster size of a cluster merge).
 template <typename T>
-bool launch_unified(const KernelArgs& args, int num_items, cudaStream_t stream);
+bool launch_unified(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream);
 
 }  // namespace pagoda::triton_attn_detail

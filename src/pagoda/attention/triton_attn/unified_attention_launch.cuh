@@ -3,6 +3,9 @@
 // compile in parallel). Head dims 32, 64, 128, 256 (others padded up); KV in T, fp8 e4m3 or fp8 e5m2.
 #pragma once
 
+#include <algorithm>
+
+#include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
 #include "pagoda/core/error.h"
 
@@ -21,16 +24,86 @@ void launch_with_smem(Kernel kernel, size_t bytes, bool& configured, const Kerne
   kernel<<<grid, kThreads, bytes, stream>>>(args);
 }
 
+// The device of the calling thread has thread-block clusters (SM 9.0; the sm_90a build).
+inline bool clusters_supported() {
+  static const bool supported = [] {
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+  }();
+  return supported;
+}
+
+// Launches `kernel` in clusters of `cluster` CTAs along x (a row group's KV splits) when every cluster of the
+// grid fits on the GPU at once; false, launching nothing, when they do not. Each CTA asks for all the shared
+// memory a block may have, so that a cluster spreads over as many SMs as it has CTAs: the split planner
+// gives 16-bit KV one CTA per SM, and clusters packed two to an SM (the decode kernel's occupancy) left
+// half the SMs idle (1 x 32k: 0.052 vs 0.042 ms, H200).
+// What launch_clustered learns about one kernel, kept by its caller per kernel.
+struct ClusterLaunchState {
+  size_t launch_bytes = 0;                     // dynamic shared memory per CTA; 0: the kernel is not configured yet
+  int max_active[kMaxClusterSplits + 1] = {};  // clusters resident at once, per size; 0: not asked yet
+};
+
+template <typename Kernel>
+bool launch_clustered(Kernel kernel, size_t bytes, ClusterLaunchState& state, const KernelArgs& args, int num_items,
+                      int cluster, cudaStream_t stream) {
+  size_t& launch_bytes = state.launch_bytes;
+  int* max_active = state.max_active;
+  if (cluster < 2 || cluster > kMaxClusterSplits || num_items % cluster != 0) return false;
+  if (launch_bytes == 0) {
+    int dev = 0, optin = 0;
+    PAGODA_CUDA_OK(cudaGetDevice(&dev));
+    PAGODA_CUDA_OK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    launch_bytes = std::max(bytes, size_t(optin));
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(launch_bytes));
+    PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(num_items, args.p.num_kv_heads);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = launch_bytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (max_active[cluster] == 0) {
+    int clusters = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+    if (e != cudaSuccess) (void)cudaGetLastError();  // an unsupported size is an answer, not an error
+    max_active[cluster] = e == cudaSuccess && clusters > 0 ? clusters : -1;
+  }
+  const long clusters = long(num_items / cluster) * args.p.num_kv_heads;
+  if (clusters > max_active[cluster]) return false;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
+  PAGODA_CHECK(e == cudaSuccess, "cudaLaunchKernelEx (cluster ", cluster, "): ", cudaGetErrorString(e));
+  return true;
+}
+
 template <typename T, typename Kv, int D>
-bool launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
+bool launch_d(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
   constexpr int BN = D >= 256 ? 32 : 64;
   if constexpr (Smem<T, Kv, D, BN>::kCanWarpSplit) {
     if (args.all_decode) {
       constexpr size_t kBytes = Smem<T, Kv, D, BN, true>::kBytes;
-      if (args.merge_in_kernel) {
-        static bool configured = false;
-        launch_with_smem(decode_attention_kernel<T, Kv, D, BN, true>, kBytes, configured, args, num_items, stream);
-        return true;
+      if (args.merge_in_kernel || args.merge_in_cluster) {
+        // SM 9.0: the splits merge in clusters; when the GPU cannot hold the clusters, the merge kernel runs.
+        if (clusters_supported()) {
+          static ClusterLaunchState state;
+          if (launch_clustered(decode_attention_kernel<T, Kv, D, BN, true>, kBytes, state, args, num_items, num_splits,
+                               stream))
+            return true;
+        } else if (args.merge_in_kernel) {
+          static bool configured = false;
+          launch_with_smem(decode_attention_kernel<T, Kv, D, BN, true>, kBytes, configured, args, num_items, stream);
+          return true;
+        }
       }
       static bool configured = false;
       launch_with_smem(decode_attention_kernel<T, Kv, D, BN, false>, kBytes, configured, args, num_items, stream);
@@ -44,19 +117,19 @@ bool launch_d(const KernelArgs& args, int num_items, cudaStream_t stream) {
 }
 
 template <typename T, typename Kv>
-bool launch_kv(const KernelArgs& args, int num_items, cudaStream_t stream) {
+bool launch_kv(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
   int hs = args.p.head_size;
-  if (hs <= 32) return launch_d<T, Kv, 32>(args, num_items, stream);
-  if (hs <= 64) return launch_d<T, Kv, 64>(args, num_items, stream);
-  if (hs <= 128) return launch_d<T, Kv, 128>(args, num_items, stream);
-  return launch_d<T, Kv, 256>(args, num_items, stream);
+  if (hs <= 32) return launch_d<T, Kv, 32>(args, num_items, num_splits, stream);
+  if (hs <= 64) return launch_d<T, Kv, 64>(args, num_items, num_splits, stream);
+  if (hs <= 128) return launch_d<T, Kv, 128>(args, num_items, num_splits, stream);
+  return launch_d<T, Kv, 256>(args, num_items, num_splits, stream);
 }
 
 template <typename T>
-bool launch_unified_impl(const KernelArgs& args, int num_items, cudaStream_t stream) {
-  if (args.p.kv_dtype == DType::kF8E4M3) return launch_kv<T, KvE4M3>(args, num_items, stream);
-  if (args.p.kv_dtype == DType::kF8E5M2) return launch_kv<T, KvE5M2>(args, num_items, stream);
-  return launch_kv<T, KvSame>(args, num_items, stream);
+bool launch_unified_impl(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
+  if (args.p.kv_dtype == DType::kF8E4M3) return launch_kv<T, KvE4M3>(args, num_items, num_splits, stream);
+  if (args.p.kv_dtype == DType::kF8E5M2) return launch_kv<T, KvE5M2>(args, num_items, num_splits, stream);
+  return launch_kv<T, KvSame>(args, num_items, num_splits, stream);
 }
 
 }  // namespace
