@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/flash_attn/fa3_prefill.h"
 #include "pagoda/core/error.h"
 
@@ -50,14 +51,8 @@ void FlashAttnWorkspace::reserve(int max_tokens, int max_seqs, int num_q_heads, 
 }
 
 bool flash_attn_fa3_supported() {
-  static const bool supported = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    return major == 9 && minor == 0 && flash_attn_detail::fa3_kernel_built();
-  }();
-  return supported;
+  const attention_host::ComputeCapability cc = attention_host::device_compute_capability();
+  return cc.major == 9 && cc.minor == 0 && flash_attn_detail::fa3_kernel_built();
 }
 
 bool flash_attn_fa3_serves(int head_size, DType dtype, DType kv_dtype, bool alibi) {

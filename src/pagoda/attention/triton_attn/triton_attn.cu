@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/triton_attn/triton_attn.h"
 #include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
 #include "pagoda/core/error.h"
@@ -148,14 +149,7 @@ __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelAr
 }
 
 // Programmatic dependent launch needs SM 9.0 (the device of the calling thread).
-bool pdl_supported() {
-  static const bool supported = [] {
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-  }();
-  return supported;
-}
+bool pdl_supported() { return attention_host::device_compute_capability().major >= 9; }
 
 template <typename T>
 void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, bool tensor_cores, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
 #include "pagoda/core/error.h"
 
@@ -25,14 +26,7 @@ void launch_with_smem(Kernel kernel, size_t bytes, bool& configured, const Kerne
 }
 
 // The device of the calling thread has thread-block clusters (SM 9.0; the sm_90a build).
-inline bool clusters_supported() {
-  static const bool supported = [] {
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
-  }();
-  return supported;
-}
+inline bool clusters_supported() { return attention_host::device_compute_capability().major == 9; }
 
 // Launches `kernel` in clusters of `cluster` CTAs along x (a row group's KV splits) when every cluster of the
 // grid fits on the GPU at once; false, launching nothing, when they do not. Each CTA asks for all the shared
