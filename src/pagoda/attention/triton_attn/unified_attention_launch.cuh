@@ -28,37 +28,34 @@ void launch_with_smem(Kernel kernel, size_t bytes, bool& configured, const Kerne
 // The device of the calling thread has thread-block clusters (SM 9.0; the sm_90a build).
 inline bool clusters_supported() { return attention_host::device_compute_capability().major == 9; }
 
-// Launches `kernel` in clusters of `cluster` CTAs along x (a row group's KV splits) when every cluster of the
-// grid fits on the GPU at once; false, launching nothing, when they do not. Each CTA asks for all the shared
-// memory a block may have, so that a cluster spreads over as many SMs as it has CTAs: the split planner
-// gives 16-bit KV one CTA per SM, and clusters packed two to an SM (the decode kernel's occupancy) left
-// half the SMs idle (1 x 32k: 0.052 vs 0.042 ms, H200).
 // What launch_clustered learns about one kernel, kept by its caller per kernel.
 struct ClusterLaunchState {
   size_t launch_bytes = 0;                     // dynamic shared memory per CTA; 0: the kernel is not configured yet
   int max_active[kMaxClusterSplits + 1] = {};  // clusters resident at once, per size; 0: not asked yet
 };
 
+// Launches `kernel` in clusters of `cluster` CTAs along x (a row group's KV splits) when every cluster of the
+// grid fits on the GPU at once; false, launching nothing, when they do not. Each CTA asks for all the shared
+// memory a block may have, so that a cluster spreads over as many SMs as it has CTAs: the split planner
+// gives 16-bit KV one CTA per SM, and clusters packed two to an SM (the decode kernel's occupancy) left
+// half the SMs idle (1 x 32k: 0.052 vs 0.042 ms, H200).
 template <typename Kernel>
 bool launch_clustered(Kernel kernel, size_t bytes, ClusterLaunchState& state, const KernelArgs& args, int num_items,
                       int cluster, cudaStream_t stream) {
-  size_t& launch_bytes = state.launch_bytes;
-  int* max_active = state.max_active;
   if (cluster < 2 || cluster > kMaxClusterSplits || num_items % cluster != 0) return false;
-  if (launch_bytes == 0) {
+  if (state.launch_bytes == 0) {
     int dev = 0, optin = 0;
     PAGODA_CUDA_OK(cudaGetDevice(&dev));
     PAGODA_CUDA_OK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    launch_bytes = std::max(bytes, size_t(optin));
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(launch_bytes));
-    PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    PAGODA_CHECK(e == cudaSuccess, "cudaFuncSetAttribute: ", cudaGetErrorString(e));
+    const size_t launch_bytes = std::max(bytes, size_t(optin));
+    PAGODA_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(launch_bytes)));
+    PAGODA_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    state.launch_bytes = launch_bytes;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(num_items, args.p.num_kv_heads);
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = launch_bytes;
+  cfg.dynamicSmemBytes = state.launch_bytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -67,16 +64,15 @@ bool launch_clustered(Kernel kernel, size_t bytes, ClusterLaunchState& state, co
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (max_active[cluster] == 0) {
+  int& max_active = state.max_active[cluster];
+  if (max_active == 0) {
     int clusters = 0;
     const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
     if (e != cudaSuccess) (void)cudaGetLastError();  // an unsupported size is an answer, not an error
-    max_active[cluster] = e == cudaSuccess && clusters > 0 ? clusters : -1;
+    max_active = e == cudaSuccess && clusters > 0 ? clusters : -1;
   }
-  const long clusters = long(num_items / cluster) * args.p.num_kv_heads;
-  if (clusters > max_active[cluster]) return false;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
-  PAGODA_CHECK(e == cudaSuccess, "cudaLaunchKernelEx (cluster ", cluster, "): ", cudaGetErrorString(e));
+  if (long(num_items / cluster) * args.p.num_kv_heads > max_active) return false;
+  PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, args));
   return true;
 }
 
