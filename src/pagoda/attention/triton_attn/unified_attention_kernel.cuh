@@ -287,6 +287,13 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       constexpr int FCH = D / 16;
       const uint8_t* k_src = staging + size_t(stage) * 2 * BN * D;
       const uint8_t* v_src = k_src + BN * D;
+      // Chunk c (16 fp8 values) of row r, loaded as kr / vr, widened into the K/V tile.
+      auto store_widened = [&](int r, int c, uint4 kr, uint4 vr) {
+        sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
+        sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr.z, kr.w));
+        sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr.x, vr.y));
+        sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr.z, vr.w));
+      };
       if constexpr (kSplit) {
         // The warp's 16 rows: every lane's loads first, then the conversions (one shared-memory latency).
         constexpr int kIters = 16 * FCH / 32;
@@ -300,21 +307,14 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
         }
 #pragma unroll
         for (int k = 0; k < kIters; ++k) {
-          const int i = lane + 32 * k, r = ld_row0 + i / FCH, c = i % FCH;
-          sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr[k].x, kr[k].y));
-          sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr[k].z, kr[k].w));
-          sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr[k].x, vr[k].y));
-          sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr[k].z, vr[k].w));
+          const int i = lane + 32 * k;
+          store_widened(ld_row0 + i / FCH, i % FCH, kr[k], vr[k]);
         }
       } else {
         for (int i = ld_first; i < ld_rows * FCH; i += ld_step) {
-          int r = ld_row0 + i / FCH, c = i % FCH;
-          uint4 kr = *reinterpret_cast<const uint4*>(k_src + r * D + c * 16);
-          uint4 vr = *reinterpret_cast<const uint4*>(v_src + r * D + c * 16);
-          sK[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(kr.x, kr.y));
-          sK[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(kr.z, kr.w));
-          sV[swz<CH>(r, 2 * c)] = fp8x8_to<T, Kv>(make_uint2(vr.x, vr.y));
-          sV[swz<CH>(r, 2 * c + 1)] = fp8x8_to<T, Kv>(make_uint2(vr.z, vr.w));
+          const int r = ld_row0 + i / FCH, c = i % FCH;
+          store_widened(r, c, *reinterpret_cast<const uint4*>(k_src + r * D + c * 16),
+                        *reinterpret_cast<const uint4*>(v_src + r * D + c * 16));
         }
       }
     }
