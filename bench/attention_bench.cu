@@ -319,31 +319,34 @@ std::vector<Case> decode_cases() {
 }
 
 // bf16, 32 query heads, 8 KV heads (GQA 4) and paged blocks of 16 unless the case says otherwise.
+// A prefill shape: `batch` sequences of n new tokens (no earlier context), head size d.
+Shape prefill_shape(int batch, int n, int d, bool causal) {
+  Shape s{batch, n, n};
+  s.d = d;
+  s.causal = causal;
+  return s;
+}
+
+// The same shape over one block per sequence: the cache is contiguous (the paged-vs-contiguous comparison).
+Shape contiguous(Shape s) {
+  s.bs = s.ctx;
+  s.contiguous = true;
+  return s;
+}
+
 std::vector<Case> prefill_cases() {
-  auto shape = [](int batch, int n, int d, bool causal) {
-    Shape s{batch, n, n};
-    s.d = d;
-    s.causal = causal;
-    return s;
-  };
-  // One block of 8192 per sequence: the cache is contiguous, i.e. the paged-vs-contiguous comparison.
-  auto contiguous = [](Shape s) {
-    s.bs = s.ctx;
-    s.contiguous = true;
-    return s;
-  };
   std::vector<Case> cases;
-  cases.push_back({shape(4, 8192, 128, true), true, true});
-  Shape mha = shape(4, 8192, 128, true);  // the peers' usual comparison is MHA
+  cases.push_back({prefill_shape(4, 8192, 128, true), true, true});
+  Shape mha = prefill_shape(4, 8192, 128, true);  // the peers' usual comparison is MHA
   mha.hk = 32;
   cases.push_back({mha, false, true});
   for (int d : {128, 64, 256})
     for (bool causal : {true, false}) {
-      if (d != 128 || !causal) cases.push_back({shape(4, 8192, d, causal), false, true});
-      cases.push_back({contiguous(shape(4, 8192, d, causal)), false, true});
+      if (d != 128 || !causal) cases.push_back({prefill_shape(4, 8192, d, causal), false, true});
+      cases.push_back({contiguous(prefill_shape(4, 8192, d, causal)), false, true});
     }
-  cases.push_back({shape(1, 4096, 128, true), true, true});
-  Shape fp8 = shape(4, 8192, 128, true);  // FLASH_ATTN: FA3 over fp8 KV (staged), else FA2
+  cases.push_back({prefill_shape(1, 4096, 128, true), true, true});
+  Shape fp8 = prefill_shape(4, 8192, 128, true);  // FLASH_ATTN: FA3 over fp8 KV (staged), else FA2
   fp8.kv = DType::kF8E4M3;
   cases.push_back({fp8, false, true});
   return cases;
@@ -541,13 +544,8 @@ int main(int argc, char** argv) {
     return failures ? 1 : 0;
   }
   if (args.pre_batch > 0) {  // one shape, for profilers
-    Shape s{args.pre_batch, args.pre_len, args.pre_len};
-    s.d = args.pre_head;
-    s.causal = args.pre_causal;
-    if (args.pre_contiguous) {
-      s.bs = s.ctx;
-      s.contiguous = true;
-    }
+    Shape s = prefill_shape(args.pre_batch, args.pre_len, args.pre_head, args.pre_causal);
+    if (args.pre_contiguous) s = contiguous(s);
     for (Backend b : args.backends) run(b, s, 0, nullptr);
     return failures ? 1 : 0;
   }
