@@ -107,6 +107,34 @@ TEST(TritonAttnGpu, DecodeSplitKv) {
   for (const Case& c : attention_test::decode_split_kv_cases()) run_case(c);
 }
 
+// The kernels compute their work item ({i, 0, 0, 1}) only when the planned list is exactly that: every
+// sequence a single unsplit decode row group. Checked on the plan, then the computed-item batch on the GPU.
+TEST(TritonAttnGpu, DecodeComputedWorkItems) {
+  SKIP_WITHOUT_GPU();
+  auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, int only_decode) {
+    PagedAttentionOptions opt;
+    opt.num_sms = num_sms;
+    opt.only_decode = only_decode;
+    PagedAttentionWorkspace ws;
+    int tokens = 0;
+    for (int q : info.query_lens) tokens += q;
+    ws.reserve(tokens, int(info.query_lens.size()), 32, 128, opt.max_splits);
+    plan_paged_attention(info, 32, 8, 128, DType::kBF16, opt, ws, nullptr);
+    return ws.work_is_seq;
+  };
+  EXPECT_TRUE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 8, -1));   // 24 row groups on 8 SMs: no split
+  EXPECT_FALSE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 132, -1));  // split KV: several items per sequence
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, -1));  // a prefill chunk: 64-row tiles
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, 1));   // decode-only launch skips sequence 1
+  Case c;
+  c.query_lens = std::vector<int>(160, 1);  // 160 x 8 row groups on the GPU's SMs: one unsplit item each
+  c.num_q_heads = 32;
+  c.num_kv_heads = 8;
+  for (int s = 0; s < 160; ++s) c.seq_lens.push_back(1 + (s * 97) % 700);
+  c.seed = 31;
+  run_case(c);
+}
+
 TEST(TritonAttnGpu, StridedQuery) {
   SKIP_WITHOUT_GPU();
   for (DType t : {DType::kBF16, DType::kF32}) {

@@ -129,7 +129,7 @@ __device__ __forceinline__ void merge_split_rows(const KernelArgs& args, int seq
 template <typename T, int D>
 __device__ __forceinline__ void last_split_merges(const KernelArgs& args) {
   __shared__ int s_last;
-  const int4 w = args.work[blockIdx.x];
+  const int4 w = cta_work(args);
   const int nsplit = w.w;
   if (nsplit <= 1) return;
   __threadfence();  // this CTA's partials are visible device-wide before the counter moves

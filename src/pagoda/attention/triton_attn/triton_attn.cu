@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
   attention_device::pdl_wait_for_prior_grid();  // launched programmatically behind the attention kernel
-  const int4 w = args.work[blockIdx.x];
+  const int4 w = triton_attn_detail::cta_work(args);
   if (w.z != 0) return;
   triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
 }
@@ -320,6 +320,8 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   ws.merge_in_kernel =
       ws.all_decode && opt.in_kernel_merge_min_splits > 0 && splits >= opt.in_kernel_merge_min_splits;
   ws.merge_in_cluster = ws.all_decode && splits > 1 && opt.cluster_merge;
+  // Every sequence one unsplit row group: item i is {i, 0, 0, 1}, which the kernels compute (cta_work).
+  ws.work_is_seq = ws.all_decode && splits == 1 && n == int(batch.query_lens.size());
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
 
@@ -333,7 +335,8 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
                " tokens > the workspace's split_tokens ", ws.split_tokens);
   KernelArgs args{pp, reinterpret_cast<const int4*>(ws.work), ws.partial_out, ws.partial_ml, ws.split_tokens,
                   ws.split_needs_merge, ws.all_decode, ws.split_counters,
-                  ws.merge_in_kernel && ws.split_needs_merge, ws.merge_in_cluster && ws.split_needs_merge};
+                  ws.merge_in_kernel && ws.split_needs_merge, ws.merge_in_cluster && ws.split_needs_merge,
+                  ws.work_is_seq};
   bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
   if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype),

@@ -89,6 +89,7 @@ class PagedAttentionWorkspace {
   bool all_decode = false;  // every planned tile has <= 16 query rows
   bool merge_in_kernel = false;  // the decode kernel merges the splits (see in_kernel_merge_min_splits)
   bool merge_in_cluster = false;  // SM 9.0: the splits merge in thread-block clusters where they fit (cluster_merge)
+  bool work_is_seq = false;       // work item i is {i, 0, 0, 1}: the kernels compute it instead of loading it
 };
 
 // CTAs of the fp8 decode kernel resident per SM (its registers and shared memory allow three): the unit the

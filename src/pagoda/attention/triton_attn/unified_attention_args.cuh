@@ -23,7 +23,16 @@ struct KernelArgs {
   int* split_counters;  // per row group (split-0 item x KV head): CTAs done, for the in-kernel merge; 0 between launches
   bool merge_in_kernel;  // the decode-only kernel merges its splits (SM 9.0: in clusters; else the last CTA of each row group)
   bool merge_in_cluster;  // SM 9.0: the decode-only kernel merges its splits in clusters where they fit
+  // The work list is {i, 0, 0, 1} for CTA i (an unsplit decode step, one row group per sequence, every
+  // sequence of the batch): the kernels compute their item instead of loading it, so the sequence's
+  // metadata and block table are read at entry (one dependent load less before the first KV bytes).
+  bool work_is_seq;
 };
+
+// This CTA's work item {seq, row_start, split, num_splits}.
+__device__ __forceinline__ int4 cta_work(const KernelArgs& args) {
+  return args.work_is_seq ? make_int4(int(blockIdx.x), 0, 0, 1) : args.work[blockIdx.x];
+}
 
 // The work item of this CTA (blockIdx.x: {seq, row_start, split, num_splits}; blockIdx.y: KV head) and the
 // geometry of its sequence: query tokens q_begin.., context ctx, the first query token's position, and the
@@ -33,7 +42,7 @@ struct WorkItem {
 };
 __device__ __forceinline__ WorkItem work_item(const KernelArgs& args) {
   const PagedAttentionParams& p = args.p;
-  const int4 w = args.work[blockIdx.x];
+  const int4 w = cta_work(args);
   WorkItem wi;
   wi.seq = w.x;
   wi.row_start = w.y;

@@ -171,12 +171,23 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   const int row_base = warp_split ? 0 : warp * 16;
   const int koff = warp_split ? warp * 16 : 0;  // the warp's first key within a tile
 
+  const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
+  const int bs_shift = p.block_size_log2;
+  // A decode CTA of split 0 without a sliding window starts at tile 0: the block-table entries of its
+  // prologue tiles are read now, beside the sequence's metadata, not after it (one dependent load less
+  // before the first KV bytes).
+  const bool pre_blocks = kSplit && bs_shift >= 4 && split == 0 && p.sliding_window <= 0;
+  int pre_blk[kStages - 1];
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    const int idx = (st * BN + koff) >> (bs_shift >= 0 ? bs_shift : 0);
+    pre_blk[st] = pre_blocks && idx < p.max_blocks_per_seq ? btab[idx] : 0;
+  }
+
   // ---- the CTA's key range ----
   const TileRange range = cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
   const int tile_begin = range.begin, tile_end = range.end;
-  const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
 
-  const int bs_shift = p.block_size_log2;
   // A warp's 16 keys of a tile lie in one block when the block size is a power of two >= 16 (the keys start
   // at a multiple of 16): then one block-table read serves them all (warp_blk, set per tile by load_tile).
   const bool one_block_per_warp = kSplit && bs_shift >= 4;
@@ -208,10 +219,11 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   const int ld_first = kSplit ? lane : tid;
   const int ld_step = kSplit ? 32 : kThreads;
   // Issues the asynchronous copies of one KV tile into pipeline stage `stage`.
+  int forced_blk = -1;  // >= 0: the block of this load_tile's warp keys, read ahead (pre_blk)
   auto load_tile = [&](int tile, int stage) {
     if (one_block_per_warp) {
       const int first = tile * BN + ld_row0;
-      warp_blk = first < ctx ? btab[first >> bs_shift] : 0;
+      warp_blk = forced_blk >= 0 ? forced_blk : first < ctx ? btab[first >> bs_shift] : 0;
     }
     if constexpr (S::kFp8) {
       constexpr int FCH = D / 16;  // 16-byte chunks of an fp8 row
@@ -349,9 +361,11 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
   // wait_group<kStages-1> always means "the oldest tile has landed".
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
+    forced_blk = pre_blocks ? pre_blk[st] : -1;
     if (tile_begin + st < tile_end) load_tile(tile_begin + st, st);
     cp_async_commit();
   }
+  forced_blk = -1;
   if constexpr (kQAcrossPrologue) {
 #pragma unroll
     for (int k = 0; k < kQIters; ++k) {
@@ -611,7 +625,7 @@ __global__ void __launch_bounds__(kThreads) unified_attention_kernel(const Kerne
   using S = Smem<T, Kv, D, BN>;
   // One kernel for the whole mixed batch; decode-shaped tiles (<= 16 query rows) take the key-split body.
   if constexpr (S::kCanWarpSplit) {
-    const int4 w = args.work[blockIdx.x];
+    const int4 w = cta_work(args);
     const int G = args.p.num_q_heads / args.p.num_kv_heads;
     const int rows = (args.p.query_start_loc[w.x + 1] - args.p.query_start_loc[w.x]) * G;
     if (rows - w.y <= 16) {
