@@ -6,8 +6,8 @@
 //   attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]
 //                   [--decode BATCH CTX [--kv bf16|fp8]]
 //                   [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]
-//                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]
-//                   [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge] [--help]
+//                   [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean | --graph]
+//                   [--repeat N] [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge] [--help]
 //
 // --decode runs one decode shape (bf16 KV, or fp8 e4m3 on TRITON_ATTN with --kv fp8) on the chosen backends
 // and skips the ceiling (for profilers: scripts/device/profile_decode.sh).
@@ -22,6 +22,9 @@
 // Timing); bench/peers/attention_peers.py --cold times the peers the same way.
 // --cold-clean: the same with a 256 MB read instead of the memset, so that L2 holds no dirty lines either
 // (the state attention meets inside a captured decode step); attention_peers.py --cold-clean likewise.
+// --graph: decode as a captured engine step runs it: 20 calls back to back in one CUDA graph, each over its own
+// copy of the KV cache (see GraphTiming); a call's time is a replay's over 20. Prefill shapes keep the default
+// timing (their launch latency is under 0.1% of them). attention_peers.py --graph likewise.
 // --repeat N: the whole sweep N times over (each pass prints its lines), so that shapes whose figures swing
 // between runs (long prefills) can be compared by their median over passes taken in one call.
 // --cooldown MS: the GPU idles MS milliseconds before each (backend, shape), so that every shape starts from
@@ -134,6 +137,61 @@ __global__ void flush_read_kernel(const uint4* p, size_t n, unsigned* sink) {
   if (x == 0xdeadbeefu) *sink = x;
 }
 
+// Graph timing (--graph), for decode: `calls` calls captured back to back into one CUDA graph, as the engine
+// captures a decode step (cuda_model_runner.cc); each timed unit is one replay, a call's time the replay's
+// over `calls`, the median over `iters` replays. No flush runs between the calls: the host's launch latency
+// is hidden behind the replay, and L2 holds what the previous call left. The calls read `copies` copies of
+// the KV cache in turn (at least two, and together at least kRotateBytes), so that no call finds its KV in L2:
+// inside a decode step each layer's attention reads its own layer's cache.
+struct GraphTiming {
+  int calls = 0;  // > 0: graph timing of decode shapes
+  static constexpr size_t kRotateBytes = size_t(192) << 20;  // ~4 x the L2 of the GPUs pagoda targets
+};
+
+// `f(stream, call)` enqueues call number `call` on `stream`: run once per call outside the capture first (first-use
+// set-up such as function attributes stays out of the graph), then captured and replayed.
+template <typename F>
+float graph_ms(F&& f, int calls, int iters) {
+  struct Resources {
+    cudaStream_t stream = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~Resources() {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      if (stream && cudaStreamIsCapturing(stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = nullptr;
+        if (cudaStreamEndCapture(stream, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+      }
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      if (stream) cudaStreamDestroy(stream);
+    }
+  } r;
+  CK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+  for (int i = 0; i < calls; ++i) f(r.stream, i);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(r.stream));
+  CK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) f(r.stream, i);
+  CK(cudaStreamEndCapture(r.stream, &r.graph));
+  CK(cudaGraphInstantiate(&r.exec, r.graph, 0));
+  for (int i = 0; i < 2; ++i) CK(cudaGraphLaunch(r.exec, r.stream));
+  CK(cudaStreamSynchronize(r.stream));
+  EventPair ev;
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(ev.start_, r.stream));
+    CK(cudaGraphLaunch(r.exec, r.stream));
+    CK(cudaEventRecord(ev.stop_, r.stream));
+    CK(cudaEventSynchronize(ev.stop_));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev.start_, ev.stop_));
+    t.push_back(ms / calls);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Median of `iters` timed calls after 3 warm-up calls; each call timed alone with events on the default stream.
 template <typename F>
 float median_ms(F&& f, int iters, const Timing& timing = {}) {
@@ -198,6 +256,7 @@ struct Knobs {
   int splits = 0;
   KvLayout layout = KvLayout::kNHD;  // --layout: the paged cache's layout
   Timing timing;  // --cold: L2 flushed and the launch latency hidden before each timed call
+  GraphTiming graph;  // --graph: decode timed as graph replays (GraphTiming)
 };
 
 Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knobs) {
@@ -207,17 +266,24 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
   const size_t kvsz = s.kv == DType::kBF16 ? 2 : 1;
   const size_t cache_elems = num_blocks * s.bs * s.hk * 2 * s.d;
   const size_t q_elems = size_t(T) * s.hq * s.d;
-  DeviceBuffer q(q_elems * 2), out(q_elems * 2), cache(cache_elems * kvsz);
+  // Graph timing: `copies` caches in one pool, copy c in blocks c * num_blocks.., with its own block table.
+  const bool graph = knobs.graph.calls > 0 && s.q_len == 1;
+  const size_t cache_bytes = cache_elems * kvsz;
+  const int copies =
+      graph ? int(std::clamp<size_t>((GraphTiming::kRotateBytes + cache_bytes - 1) / cache_bytes, 2, 64)) : 1;
+  DeviceBuffer q(q_elems * 2), out(q_elems * 2), cache(copies * cache_bytes);
   fill_random<<<1024, 256>>>(q.as<uint16_t>(), q_elems, 1, false);
   CK(cudaGetLastError());
-  fill_random<<<4096, 256>>>(cache.as<uint16_t>(), cache_elems, 2, s.kv != DType::kBF16);
+  fill_random<<<4096, 256>>>(cache.as<uint16_t>(), copies * cache_elems, 2, s.kv != DType::kBF16);
   CK(cudaGetLastError());
-  std::vector<int> h_qsl(s.batch + 1), h_sl(s.batch, s.ctx), h_bt(num_blocks);
+  std::vector<int> h_qsl(s.batch + 1), h_sl(s.batch, s.ctx), h_bt(copies * num_blocks);
   for (int i = 0; i <= s.batch; ++i) h_qsl[i] = i * s.q_len;
   // Paged: sequence i uses blocks i, batch + i, 2*batch + i, ... (scattered). Contiguous: identity.
-  for (int i = 0; i < s.batch; ++i)
-    for (int b = 0; b < blocks_per_seq; ++b)
-      h_bt[size_t(i) * blocks_per_seq + b] = s.contiguous ? i * blocks_per_seq + b : b * s.batch + i;
+  for (int c = 0; c < copies; ++c)
+    for (int i = 0; i < s.batch; ++i)
+      for (int b = 0; b < blocks_per_seq; ++b)
+        h_bt[c * num_blocks + size_t(i) * blocks_per_seq + b] =
+            int(c * num_blocks) + (s.contiguous ? i * blocks_per_seq + b : b * s.batch + i);
   DeviceBuffer qsl(sizeof(int) * h_qsl.size()), sl(sizeof(int) * h_sl.size()), bt(sizeof(int) * h_bt.size());
   CK(cudaMemcpy(qsl.as<int>(), h_qsl.data(), sizeof(int) * h_qsl.size(), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(sl.as<int>(), h_sl.data(), sizeof(int) * h_sl.size(), cudaMemcpyHostToDevice));
@@ -245,6 +311,17 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
   p.layout = knobs.layout;
   const AttentionBatchInfo info{std::vector<int>(s.batch, s.q_len), h_sl};
   const int iters = s.q_len > 1 ? 10 : 50;
+  // Times `run(params, stream)`: graph replays over the cache copies (--graph, decode), else median_ms.
+  auto time_calls = [&](auto&& run) {
+    if (!graph) return median_ms([&] { run(p, cudaStream_t(nullptr)); }, iters, knobs.timing);
+    return graph_ms(
+        [&](cudaStream_t stream, int call) {
+          PagedAttentionParams pc = p;
+          pc.block_tables = bt.as<int>() + size_t(call % copies) * num_blocks;
+          run(pc, stream);
+        },
+        knobs.graph.calls, 20);
+  };
 
   Result r;
   switch (backend) {
@@ -262,7 +339,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       ws.reserve(T, s.batch, s.hq, s.d, opt.max_splits);
       plan_paged_attention(info, s.hq, s.hk, s.d, DType::kBF16, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
-      r.ms = median_ms([&] { run_paged_attention(p, ws, nullptr); }, iters, knobs.timing);
+      r.ms = time_calls([&](const PagedAttentionParams& pc, cudaStream_t st) { run_paged_attention(pc, ws, st); });
       break;
     }
     case Backend::kFlash2:
@@ -277,7 +354,7 @@ Result run_shape(Backend backend, const Shape& s, int num_sms, const Knobs& knob
       if (knobs.kv_stage && s.q_len > 1) ws.reserve_kv_stage(s.batch * s.ctx, s.batch, s.hk, s.d, DType::kBF16);
       plan_flash_attention(info, s.hq, s.hk, s.d, DType::kBF16, s.kv, /*alibi=*/false, opt, ws, nullptr);
       CK(cudaDeviceSynchronize());
-      r.ms = median_ms([&] { run_flash_attention(p, ws, nullptr); }, iters, knobs.timing);
+      r.ms = time_calls([&](const PagedAttentionParams& pc, cudaStream_t st) { run_flash_attention(pc, ws, st); });
       const bool fa2 = ws.fa2.num_work_items > 0;
       r.kernels = ws.fa3_items > 0 ? (fa2 ? "fa3+fa2" : "fa3") : "fa2";
       break;
@@ -375,6 +452,7 @@ struct Args {
   Knobs knobs;                     // --merge-min-splits N, --no-cluster-merge, --splits N, --no-kv-stage (A/B runs)
   bool cold = false;               // --cold or --cold-clean: see Timing
   bool cold_clean = false;         // --cold-clean
+  bool graph = false;              // --graph: decode timed as graph replays
   int repeat = 1;                  // --repeat N
   int cooldown_ms = 0;             // --cooldown MS
 };
@@ -383,8 +461,8 @@ constexpr const char* kUsage =
     "usage: attention_bench [--backend triton|flash2|flash3|all] [--only decode|prefill|all]\n"
     "                       [--decode BATCH CTX [--kv bf16|fp8]]\n"
     "                       [--prefill BATCH LEN HEAD [--non-causal] [--contiguous]]\n"
-    "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean] [--repeat N]\n"
-    "                       [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge]\n"
+    "                       [--merge-min-splits N] [--splits N] [--no-kv-stage] [--cold | --cold-clean | --graph]\n"
+    "                       [--repeat N] [--cooldown MS] [--layout nhd|hnd] [--no-cluster-merge]\n"
     "The options are described at the top of bench/attention_bench.cu and in docs/benchmarks.md.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -439,6 +517,8 @@ Args parse_args(int argc, char** argv) {
       a.cooldown_ms = int(ms);
     } else if (opt == "--cold-clean") {
       a.cold = a.cold_clean = true;
+    } else if (opt == "--graph") {
+      a.graph = true;
     } else if (opt == "--splits") {
       a.knobs.splits = std::atoi(value("--splits").c_str());
       if (a.knobs.splits <= 0) usage_error("--splits needs a positive count");
@@ -465,6 +545,7 @@ Args parse_args(int argc, char** argv) {
       usage_error("unknown option '" + opt + "'");
     }
   }
+  if (a.graph && a.cold) usage_error("--graph times without a flush: give it or --cold / --cold-clean, not both");
   if (a.pre_batch > 0 && a.one_batch > 0) usage_error("--decode and --prefill each run one shape: give one of them");
   if (a.pre_batch == 0 && (!a.pre_causal || a.pre_contiguous))
     usage_error("--non-causal and --contiguous go with --prefill");
@@ -500,6 +581,7 @@ int main(int argc, char** argv) {
     knobs.timing = Timing{flush->as<void>(), kFlushBytes, args.cold_clean,
                           reinterpret_cast<unsigned*>(flush->as<char>() + kFlushBytes)};
   }
+  if (args.graph) knobs.graph.calls = 20;
   int failures = 0;
   auto run = [&](Backend b, const Shape& s, double copy_tbs, FILE* csv) {
     const std::string what = describe(b, s) + (knobs.layout == KvLayout::kHND ? " HND" : "");
@@ -554,6 +636,9 @@ int main(int argc, char** argv) {
   if (args.cold)
     std::printf("timing: cold (L2 flushed by a 256 MB %s and the launch latency hidden before each timed call)\n",
                 args.cold_clean ? "read" : "memset");
+  if (args.graph)
+    std::printf("timing: graph (decode: 20 calls per CUDA graph replay over rotating KV-cache copies; prefill: "
+                "each call alone)\n");
   if (std::find(args.backends.begin(), args.backends.end(), Backend::kFlash3) != args.backends.end())
     std::printf("FLASH_ATTN(v3): FA3 prefill kernel %s\n",
                 flash_attn_fa3_supported() ? "available" : "unavailable on this device/binary: its prefill runs FA2");

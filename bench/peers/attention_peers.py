@@ -8,11 +8,16 @@ shape prints `FAILED: why`) and writes $OUT/attention_peers.csv.
 call, so neither L2 hits from the previous call nor the host's launch latency are timed (attention_bench
 --cold times pagoda the same way). --cold-clean: the flush reads the buffer (a sum) instead of zeroing it, so
 L2 holds no dirty lines for the timed call to write back (attention_bench --cold-clean).
+--graph: decode as a captured engine step runs it (attention_bench --graph): 20 calls back to back in one CUDA
+graph, each over its own copy of K and V (copies rotate, together at least 192 MB, so that no call finds its
+KV in L2); a call's time is a replay's over 20. Prefill keeps the default timing.
 --only decode|prefill: run one half (as attention_bench --only).
 --prefill BATCH LEN HEAD [--non-causal] [--no-flex]: one prefill shape (32 query / 8 KV heads, as attention_bench
 --prefill), so that a device script can alternate pagoda and the peers shape by shape from the same idle
 state; --no-flex leaves out FlexAttention (its compile takes tens of seconds per process).
 --cooldown MS: the GPU idles MS milliseconds before each (peer, shape), as attention_bench --cooldown."""
+import argparse
+import math
 import os
 import sys
 import time
@@ -40,29 +45,39 @@ PREFILL_SHAPES = [
     (1, 4096, 128, 8, True),
 ]
 HQ = 32
-CLEAN = "--cold-clean" in sys.argv[1:]
-COLD = CLEAN or "--cold" in sys.argv[1:]
-ONLY = None  # --only decode|prefill; "" when the value is missing (refused in main)
-if "--only" in sys.argv[1:]:
-    _i = sys.argv.index("--only")
-    ONLY = sys.argv[_i + 1] if _i + 1 < len(sys.argv) else ""
-NO_FLEX = "--no-flex" in sys.argv[1:]
-ONE_PREFILL = None  # --prefill BATCH LEN HEAD: (batch, len, head, kv heads, causal); "" when malformed
-if "--prefill" in sys.argv[1:]:
-    _i = sys.argv.index("--prefill")
-    try:
-        _b, _n, _d = (int(x) for x in sys.argv[_i + 1:_i + 4])
-        ONE_PREFILL = (_b, _n, _d, 8, "--non-causal" not in sys.argv[1:]) if _b > 0 and _n > 1 and _d > 0 else ""
-    except ValueError:
-        ONE_PREFILL = ""
-COOLDOWN_S = 0.0  # --cooldown MS; None when malformed (refused in main)
-if "--cooldown" in sys.argv[1:]:
-    _i = sys.argv.index("--cooldown")
-    try:
-        _ms = int(sys.argv[_i + 1])
-        COOLDOWN_S = _ms / 1000.0 if 0 <= _ms <= 600000 else None
-    except (IndexError, ValueError):
-        COOLDOWN_S = None
+GRAPH_CALLS = 20  # --graph: decode calls per captured graph
+ROTATE_BYTES = 192 << 20  # --graph: the KV copies together hold at least this (~4 x the H200's 50 MB L2)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="Peer attention numbers on attention_bench's shapes.")
+    timing = ap.add_mutually_exclusive_group()
+    timing.add_argument("--cold", action="store_true", help="flush L2 with a 256 MB zero fill before each call")
+    timing.add_argument("--cold-clean", action="store_true", help="flush L2 with a 256 MB read before each call")
+    timing.add_argument("--graph", action="store_true",
+                        help="decode: 20 calls per CUDA graph replay over rotating KV copies")
+    ap.add_argument("--only", choices=["decode", "prefill"], help="run one half of the sweep")
+    ap.add_argument("--prefill", nargs=3, type=int, metavar=("BATCH", "LEN", "HEAD"),
+                    help="one prefill shape (32 query / 8 KV heads)")
+    ap.add_argument("--non-causal", action="store_true", help="with --prefill: no causal mask")
+    ap.add_argument("--no-flex", action="store_true", help="leave out FlexAttention")
+    ap.add_argument("--cooldown", type=int, default=0, metavar="MS", help="idle MS milliseconds before each shape")
+    a = ap.parse_args(argv)
+    if a.prefill is not None:
+        b, n, d = a.prefill
+        if b <= 0 or n <= 1 or d <= 0:
+            ap.error("--prefill takes BATCH LEN HEAD: positive integers, LEN above 1")
+    elif a.non_causal:
+        ap.error("--non-causal goes with --prefill")
+    if not 0 <= a.cooldown <= 600000:
+        ap.error("--cooldown takes milliseconds from 0 to 600000")
+    return a
+
+
+ARGS = parse_args(sys.argv[1:])
+CLEAN = ARGS.cold_clean
+COLD = CLEAN or ARGS.cold
+COOLDOWN_S = ARGS.cooldown / 1000.0
 _flush = None  # the L2-flush buffer of --cold, made on first use
 
 
@@ -92,12 +107,44 @@ def median_ms(fn, iters):
     return times[len(times) // 2]
 
 
+def graph_ms(fns, iters=20):
+    """--graph: GRAPH_CALLS calls (fns in turn) captured into one CUDA graph; the median replay over the calls."""
+    if COOLDOWN_S:
+        torch.cuda.synchronize()
+        time.sleep(COOLDOWN_S)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, on a side stream as torch.cuda.graph asks
+        for i in range(GRAPH_CALLS):
+            fns[i % len(fns)]()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(GRAPH_CALLS):
+            fns[i % len(fns)]()
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / GRAPH_CALLS)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def timed(fn, iters):
-    """(ms, None) or (None, why): the exception and the warnings a refusing backend gives its reason in."""
+    """(ms, None) or (None, why): the exception and the warnings a refusing backend gives its reason in. fn is
+    a call, or (--graph) a list of calls over the KV copies."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            return median_ms(fn, iters), None
+            return (graph_ms(fn) if isinstance(fn, list) else median_ms(fn, iters)), None
         except Exception as e:  # a backend that refuses the shape, or runs out of memory
             lines = str(e).strip().splitlines()
             why = f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
@@ -131,16 +178,21 @@ def decode_peers(rows):
     hq, hk, d = HQ, 8, 128
     for batch, ctx in DECODE_SHAPES:
         what = f"decode  kv=bf16 batch={batch:4d} ctx={ctx:6d}"
+        kv_bytes = 2 * batch * hk * ctx * d * 2
+        copies = min(64, max(2, math.ceil(ROTATE_BYTES / kv_bytes))) if ARGS.graph else 1
         try:
             q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(batch, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
-            v = torch.randn_like(k)
+            kvs = []
+            for _ in range(copies):
+                k = torch.randn(batch, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+                kvs.append((k, torch.randn_like(k)))
         except Exception as e:
             print(f"{'inputs':14s} {what}  FAILED: {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
+        nbytes = kv_bytes + 2 * q.numel() * 2
         for name, be in SDPA_PEERS:
-            ms, why = timed(lambda: sdpa(be, q, k, v, False), 50)
+            calls = [lambda be=be, k=k, v=v: sdpa(be, q, k, v, False) for k, v in kvs]
+            ms, why = timed(calls if ARGS.graph else calls[0], 50)
             if ms is None:
                 print(f"{name:14s} {what}  FAILED: {why}", flush=True)
                 continue
@@ -148,12 +200,12 @@ def decode_peers(rows):
             print(f"{name:14s} {what}  {ms:8.3f} ms  {tbs:6.2f} TB/s", flush=True)
             # causal=1 as attention_bench writes it: one query at the end of its context sees every key.
             rows.append(f"{name},decode,bf16,{batch},{ctx},1,{d},{hq},{hk},1,{ms:.4f},{tbs:.3f},")
-        del q, k, v
+        del q, kvs, k
         torch.cuda.empty_cache()
 
 
 def prefill_peers(rows, shapes):
-    flex, create_block_mask = (None, None) if NO_FLEX else compiled_flex()
+    flex, create_block_mask = (None, None) if ARGS.no_flex else compiled_flex()
     masks = {}
     for batch, n, d, hk, causal in shapes:
         hq = HQ
@@ -201,19 +253,17 @@ def main():
         how = "read" if CLEAN else "zero fill"
         print(f"timing: cold (L2 flushed by a 256 MB {how} and the launch latency hidden before each timed call)",
               flush=True)
+    if ARGS.graph:
+        print(f"timing: graph (decode: {GRAPH_CALLS} calls per CUDA graph replay over rotating KV copies; "
+              "prefill: each call alone)", flush=True)
     rows = []
-    if ONLY not in (None, "decode", "prefill"):
-        sys.exit(f"--only takes decode or prefill, not {ONLY!r}")
-    if COOLDOWN_S is None:
-        sys.exit("--cooldown takes milliseconds from 0 to 600000")
-    if ONE_PREFILL == "":
-        sys.exit("--prefill takes BATCH LEN HEAD: positive integers, LEN above 1")
-    if ONE_PREFILL is not None:
-        prefill_peers(rows, [ONE_PREFILL])
+    if ARGS.prefill is not None:
+        b, n, d = ARGS.prefill
+        prefill_peers(rows, [(b, n, d, 8, not ARGS.non_causal)])
     else:
-        if ONLY != "prefill":
+        if ARGS.only != "prefill":
             decode_peers(rows)
-        if ONLY != "decode":
+        if ARGS.only != "decode":
             prefill_peers(rows, PREFILL_SHAPES)
     with open(os.path.join(out, "attention_peers.csv"), "w") as f:
         f.write("backend,kind,kv,batch,ctx,q_len,head_size,q_heads,kv_heads,causal,ms,tbs,tflops\n")
