@@ -1,6 +1,6 @@
-// PRIVATE to attention/: the compute capability of the device the attention host code launches on, asked
-// once, for the features that depend on it (programmatic dependent launch and thread-block clusters from
-// SM 9.0, the sm_90a-only FA3 kernel).
+// PRIVATE to attention/: the compute capability and launch limits of the device the attention host code
+// launches on, asked once, for the features that depend on them (programmatic dependent launch and
+// thread-block clusters from SM 9.0, the sm_90a-only FA3 kernel, CTAs given an SM each).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,6 +9,8 @@ namespace pagoda::attention_host {
 
 struct ComputeCapability {
   int major = 0, minor = 0;
+  int sm_count = 0;         // multiprocessors
+  int smem_block_optin = 0;  // the most dynamic shared memory a block may ask for, in bytes
 };
 
 // The calling thread's current device when first asked (pagoda drives one device per process); {0, 0}
@@ -19,7 +21,9 @@ inline ComputeCapability device_compute_capability() {
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&c.major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&c.minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&c.minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&c.sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&c.smem_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
       (void)cudaGetLastError();  // no device is an answer, not an error for the next check to find
       return ComputeCapability{};
     }
@@ -27,5 +31,9 @@ inline ComputeCapability device_compute_capability() {
   }();
   return cc;
 }
+
+// Programmatic dependent launch (SM 9.0): a kernel launched with programmatic stream serialization may
+// place its CTAs before the previous kernel of the stream ends, and waits in griddepcontrol.wait.
+inline bool pdl_supported() { return device_compute_capability().major >= 9; }
 
 }  // namespace pagoda::attention_host

@@ -142,14 +142,12 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 // serve: it merges its own splits).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
+  attention_device::pdl_launch_dependents();  // the next step's attention kernel may place its CTAs early
   attention_device::pdl_wait_for_prior_grid();  // launched programmatically behind the attention kernel
   const int4 w = triton_attn_detail::cta_work(args);
   if (w.z != 0) return;
   triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
 }
-
-// Programmatic dependent launch needs SM 9.0 (the device of the calling thread).
-bool pdl_supported() { return attention_host::device_compute_capability().major >= 9; }
 
 template <typename T>
 void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, bool tensor_cores, cudaStream_t stream) {
@@ -176,7 +174,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_supported() ? 1 : 0;
+    cfg.numAttrs = attention_host::pdl_supported() ? 1 : 0;
     PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, merge_partials_kernel<T>, args, ws.num_splits));
   }
 }

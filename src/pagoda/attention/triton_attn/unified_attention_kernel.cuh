@@ -332,6 +332,13 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
     }
   };
 
+  // The decode-only kernel may be launched programmatically behind the stream's previous kernel (SM 9.0,
+  // decode_launch): what came before this point reads only the step's metadata (work item, sequence lengths,
+  // block table), which the host uploads and no kernel writes. Q and the KV cache (the previous kernel's
+  // output: RoPE and the cache write), and every write of this kernel, wait for that kernel's completion. A
+  // no-op for a kernel launched without the attribute.
+  attention_device::pdl_wait_for_prior_grid();
+
   // ---- Q tile (zero rows past the sequence and columns past head_size). The decode-only kernel's 16-row
   // tile (two chunks a thread) has its loads issued first, then the KV prologue's copies, and only then is
   // it stored, so that neither waits for the other. A 64-row tile (8-16 chunks a thread) is stored before

@@ -70,6 +70,11 @@ __device__ __forceinline__ void load_table(const float* p, float (&out)[kChunk])
 // PRECOND: head_dim / 2 % kChunk == 0; all rows and tables 16-byte aligned (checked on the host).
 template <typename T, CacheKind kKind, int kChunk>
 __global__ void __launch_bounds__(256) rope_kv_kernel(Args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The attention kernel after it is launched programmatically (SM 9.0): it may place its CTAs and read the
+  // step's metadata now; it waits for this grid's completion before reading q and the cache.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   constexpr int W = kWords<T, kChunk>;
   const int64_t token = blockIdx.x;
   const int64_t pos = a.positions[token];
