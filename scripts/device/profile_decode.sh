@@ -11,11 +11,8 @@ bundle=$1
 shift
 shapes=("$@")
 [[ ${#shapes[@]} -gt 0 ]] || shapes=("16 4096" "1 32768")
-source "$bundle/env.sh"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-reports=$(mktemp -d)
+source "$scripts/ncu_common.sh"
+ncu_setup "$bundle"
 metrics="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 metrics+=",smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active"
 for stall in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle \
@@ -26,10 +23,8 @@ for shape in "${shapes[@]}"; do
   for kv in bf16 fp8; do
     name="decode_${shape// /x}_$kv"
     # Skip the warm-up launches of the bench (3 + the first timed ones): profile one steady-state step.
-    timeout 120 "$ncu" --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
-      "$bundle/bin/attention_bench" --backend triton --decode $shape --kv $kv >"$reports/$name.csv" 2>&1
-    echo "== $name (rc=$?)"
-    python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
+    ncu_profile "$name" 120 --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
+      "$bundle/bin/attention_bench" --backend triton --decode $shape --kv $kv
   done
 done
 tar -C "$reports" -czf "$OUT/ncu.tgz" .

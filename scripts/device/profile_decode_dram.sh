@@ -15,11 +15,8 @@ bundle=$1
 shift
 shapes=("$@")
 [[ ${#shapes[@]} -gt 0 ]] || shapes=("128 4096" "16 4096" "1 32768")
-source "$bundle/env.sh"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-reports=$(mktemp -d)
+source "$scripts/ncu_common.sh"
+ncu_setup "$bundle"
 metrics="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
 metrics+=",dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct"
 metrics+=",sm__cycles_elapsed.avg.per_second"
@@ -27,15 +24,13 @@ for shape in "${shapes[@]}"; do
   read -r batch ctx <<<"$shape"
   name="pagoda_${batch}x${ctx}${BENCH_ARGS:+_${BENCH_ARGS//[^a-z0-9]/}}"
   # Skip the warm-up launches (3 calls, up to 2 kernels each): profile one steady-state step.
-  timeout 120 "$ncu" --clock-control none --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
-    "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" ${BENCH_ARGS:-} >"$reports/$name.csv" 2>&1
-  echo "== $name (rc=$?)"
-  python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
+  ncu_profile "$name" 120 --clock-control none --launch-skip 6 --launch-count 2 --csv --metrics "$metrics" \
+    "$bundle/bin/attention_bench" --backend triton --decode "$batch" "$ctx" ${BENCH_ARGS:-}
   [[ ${CUDNN:-1} == 0 ]] && continue
   name="cudnn_${batch}x${ctx}"
   # Only the kernels inside the NVTX range "sdpa" (two steady-state calls after five warm-up calls).
-  timeout 180 "$ncu" --clock-control none --nvtx --nvtx-include "sdpa/" --launch-count 4 --csv \
-    --metrics "$metrics" python3 - "$batch" "$ctx" >"$reports/$name.csv" 2>&1 <<'EOF'
+  ncu_profile "$name" 180 --clock-control none --nvtx --nvtx-include "sdpa/" --launch-count 4 --csv \
+    --metrics "$metrics" python3 - "$batch" "$ctx" <<'EOF'
 import sys
 import torch
 import torch.nn.functional as F
@@ -54,7 +49,5 @@ with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 EOF
-  echo "== $name (rc=$?)"
-  python3 "$scripts/ncu_summary.py" <"$reports/$name.csv"
 done
 tar -C "$reports" -czf "$OUT/ncu_dram.tgz" .
