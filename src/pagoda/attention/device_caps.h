@@ -36,4 +36,12 @@ inline ComputeCapability device_compute_capability() {
 // place its CTAs before the previous kernel of the stream ends, and waits in griddepcontrol.wait.
 inline bool pdl_supported() { return device_compute_capability().major >= 9; }
 
+// The launch attribute that asks for it (cudaLaunchKernelEx).
+inline cudaLaunchAttribute programmatic_serialization() {
+  cudaLaunchAttribute a = {};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
+
 }  // namespace pagoda::attention_host

@@ -170,9 +170,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
     cfg.gridDim = grid;
     cfg.blockDim = dim3(kThreads);
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[1] = {attention_host::programmatic_serialization()};
     cfg.attrs = attr;
     cfg.numAttrs = attention_host::pdl_supported() ? 1 : 0;
     PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, merge_partials_kernel<T>, args, ws.num_splits));

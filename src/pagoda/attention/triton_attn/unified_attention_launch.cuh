@@ -13,12 +13,7 @@
 namespace pagoda::triton_attn_detail {
 namespace {
 
-inline cudaLaunchAttribute programmatic_serialization() {
-  cudaLaunchAttribute a = {};
-  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  a.val.programmaticStreamSerializationAllowed = 1;
-  return a;
-}
+using attention_host::programmatic_serialization;
 
 // How a decode-only kernel of `ctas_per_sm` CTAs per SM is launched (SM 9.0): programmatically behind the
 // stream's previous kernel -- its CTAs are placed and read the step's metadata while that kernel finishes
