@@ -1,8 +1,12 @@
 // `pagoda serve [MODEL]`: the OpenAI-compatible HTTP server (src/pagoda/server) over one engine.
-// SIGINT/SIGTERM stop it cleanly: no new requests, in-flight ones aborted, exit status 0.
+// SIGINT/SIGTERM stop it cleanly: no new requests, in-flight ones drained for --shutdown-timeout then
+// aborted with complete responses, exit status 0. A second signal exits at once (status 1).
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -44,6 +48,15 @@ int run_serve(const std::vector<std::string>& raw) {
   opts.api_key = args.server.api_key;
   opts.model_names = args.server.served_model_name;
   opts.model_root = args.model.model;
+  using ms = std::chrono::milliseconds;
+  opts.shutdown_timeout = ms(int64_t(args.server.shutdown_timeout_s * 1000));
+  opts.http.keep_alive_timeout = ms(int64_t(args.server.timeout_keep_alive_s * 1000));
+  opts.http.request_timeout = ms(int64_t(args.server.http_request_timeout_s * 1000));
+  opts.http.max_header_bytes = size_t(args.server.h11_max_incomplete_event_size);
+  opts.http.max_header_count = args.server.h11_max_header_count;
+  opts.http.max_body_bytes = size_t(args.server.max_request_body_bytes);
+  opts.http.max_connections = args.server.max_connections;
+  opts.http.max_handlers = args.server.max_concurrent_requests;
   if (chat_template) {
     std::ifstream in(*chat_template, std::ios::binary);
     if (in) {
@@ -70,15 +83,28 @@ int run_serve(const std::vector<std::string>& raw) {
   Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
   ApiServer server(engine, opts);
   const int port = server.bind();
+  std::atomic<bool> done{false};
+  std::thread stopper;
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    PAGODA_LOG_INFO("Received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": shutting down");
-    server.stop();
+    const timespec tick{0, 100'000'000};
+    int received = 0;
+    while (!done) {
+      const int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig < 0) continue;
+      if (++received == 1) {
+        PAGODA_LOG_INFO("Received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": shutting down (again to exit at once)");
+        stopper = std::thread([&] { server.stop(); });
+      } else {
+        PAGODA_LOG_WARNING("Received a second signal: exiting now");
+        std::_Exit(1);
+      }
+    }
   });
   PAGODA_LOG_INFO("Starting pagoda API server on http://", opts.host, ":", port);
   server.run();
+  done = true;
   signal_thread.join();
+  if (stopper.joinable()) stopper.join();
   PAGODA_LOG_INFO("Server stopped");
   return 0;
 }

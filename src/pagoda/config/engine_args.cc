@@ -122,6 +122,35 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
     p.add({"--served-model-name", {}, "NAME", "Model name(s) the API reports, comma-separated (default: --model).",
            "server", [&a](const std::string& v) { a.server.served_model_name = split(v, ','); },
            [&a] { return join(a.server.served_model_name, ","); }, {}});
+    auto seconds = [&p](const char* flag, const char* help, double& field) {
+      p.add({flag, {}, "SECONDS", help, "server",
+             [&field, flag](const std::string& v) {
+               field = parse_float_arg(flag, v);
+               if (!(field >= 0 && field <= 86400)) throw_config_error(flag, " must be between 0 and 86400 seconds, got ", v);
+             },
+             [&field] { return show_double(field); }, {}});
+    };
+    auto count = [&p](const char* flag, const char* meta, const char* help, int& field) {
+      p.add({flag, {}, meta, help, "server",
+             [&field, flag](const std::string& v) {
+               field = parse_int_arg(flag, v);
+               if (field < 1) throw_config_error(flag, " must be at least 1, got ", v);
+             },
+             [&field] { return std::to_string(field); }, {}});
+    };
+    seconds("--shutdown-timeout", "On SIGTERM/SIGINT, let requests in flight run this long before aborting them "
+            "(0: abort at once). Aborted requests still get a complete response with finish_reason \"abort\"; a "
+            "second signal exits at once.", a.server.shutdown_timeout_s);
+    seconds("--timeout-keep-alive", "Close a kept-alive connection idle this long.", a.server.timeout_keep_alive_s);
+    seconds("--http-request-timeout", "A request's headers and body must arrive within this time of its first "
+            "byte (else 408).", a.server.http_request_timeout_s);
+    count("--h11-max-incomplete-event-size", "BYTES", "Largest request line + headers (else 431).",
+          a.server.h11_max_incomplete_event_size);
+    count("--h11-max-header-count", "N", "Most header fields in a request (else 431).", a.server.h11_max_header_count);
+    count("--max-request-body-bytes", "BYTES", "Largest request body (else 413).", a.server.max_request_body_bytes);
+    count("--max-connections", "N", "Open connections at most (beyond: 503).", a.server.max_connections);
+    count("--max-concurrent-requests", "N", "HTTP requests handled at once, streams included (beyond: 503).",
+          a.server.max_concurrent_requests);
   }
 }
 

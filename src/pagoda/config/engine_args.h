@@ -64,6 +64,14 @@ struct ServerArgs {
   int port = 8000;
   std::string api_key;
   std::vector<std::string> served_model_name;
+  double shutdown_timeout_s = 0;             // drain before aborting on SIGTERM (vLLM's default: none)
+  double timeout_keep_alive_s = 5;           // idle kept-alive connection (uvicorn's default)
+  double http_request_timeout_s = 60;        // one request's headers and body, first byte to last
+  int h11_max_incomplete_event_size = 4 << 20;  // request line + headers, bytes (vLLM's default)
+  int h11_max_header_count = 256;               // (vLLM's default)
+  int max_request_body_bytes = 32 << 20;
+  int max_connections = 4096;
+  int max_concurrent_requests = 512;
 };
 
 struct EngineArgs {

@@ -1,13 +1,9 @@
 #include "pagoda/server/api_server.h"
 
-#include <httplib.h>
-
-#include <sys/socket.h>
-
 #include <atomic>
 #include <ctime>
+#include <thread>
 
-#include "pagoda/attention/selector.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
@@ -19,22 +15,10 @@ namespace pagoda {
 namespace {
 
 constexpr const char* kJson = "application/json";
-// Handler threads: each streaming client holds one for its whole response.
-constexpr size_t kHttpThreads = 128;
-constexpr int kListenBacklog = 1024;
+// After the drain: how long clients get to read the end of their responses before their sockets close.
+constexpr std::chrono::milliseconds kWriteGrace{3000};
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(api_error_body(e), kJson);
-}
-
-// The per-request state a streamed response's callbacks share.
-struct StreamState {
-  StreamState(CompletionJob j, const ServedModel& model) : job(std::move(j)), response(job, model) {}
-  CompletionJob job;
-  CompletionResponse response;
-  std::shared_ptr<OutputStream> stream;
-};
+void send_error(HttpResponse& res, const ApiError& e) { res.send(e.status, kJson, api_error_body(e)); }
 
 std::string prometheus_escape(const std::string& s) {
   std::string out;
@@ -46,23 +30,48 @@ std::string prometheus_escape(const std::string& s) {
   return out;
 }
 
+// Compares in time that depends on the lengths only, not on where the strings first differ.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+enum class Route { kCompletions, kChat, kModels, kHealth, kMetrics, kTokenize, kDetokenize };
+struct RouteEntry {
+  const char* path;
+  const char* method;
+  Route route;
+};
+constexpr RouteEntry kRoutes[] = {
+    {"/v1/completions", "POST", Route::kCompletions}, {"/v1/chat/completions", "POST", Route::kChat},
+    {"/v1/models", "GET", Route::kModels},             {"/health", "GET", Route::kHealth},
+    {"/metrics", "GET", Route::kMetrics},              {"/tokenize", "POST", Route::kTokenize},
+    {"/detokenize", "POST", Route::kDetokenize},
+};
+
 }  // namespace
 
 struct ApiServer::Impl {
-  Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)), loop(e) {}
+  Impl(Engine& e, ServerOptions o)
+      : engine(e), options(std::move(o)), loop(e),
+        http(options.http, [this](const HttpRequest& req, HttpResponse& res) { handle(req, res); }) {}
   Engine& engine;
   ServerOptions options;
   ServedModel model;
   EngineLoop loop;
-  httplib::Server http;
+  HttpServer http;
   int64_t created = int64_t(std::time(nullptr));
   std::atomic<bool> stopping{false};
-  std::atomic<bool> run_entered{false};
   std::atomic<int64_t> http_requests{0};
-  int listen_fd = -1;  // the listening socket, seen by the socket-options hook
 
-  void routes();
-  void completions(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle(const HttpRequest& req, HttpResponse& res);
+  void completions(const HttpRequest& req, HttpResponse& res, bool chat);
   std::string metrics_text() const;
 };
 
@@ -78,153 +87,121 @@ ApiServer::ApiServer(Engine& engine, ServerOptions options) : impl_(std::make_un
   } else if (s.model.tokenizer && !s.model.tokenizer->chat_template().empty()) {
     s.model.chat_template = std::make_shared<ChatTemplate>(s.model.tokenizer->chat_template());
   }
-  s.http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-  s.http.set_socket_options([&s](int fd) {
-    httplib::default_socket_options(fd);
-    s.listen_fd = fd;
-  });
-  s.routes();
 }
 
 ApiServer::~ApiServer() { stop(); }
 
-int ApiServer::bind() {
-  int port = impl_->options.port == 0 ? impl_->http.bind_to_any_port(impl_->options.host)
-                                      : (impl_->http.bind_to_port(impl_->options.host, impl_->options.port)
-                                             ? impl_->options.port
-                                             : -1);
-  // httplib listens with a backlog of 5: a burst of clients would find the accept queue full.
-  if (port >= 0 && impl_->listen_fd >= 0) ::listen(impl_->listen_fd, kListenBacklog);
-  if (port < 0)
-    throw_runtime_error("cannot listen on ", impl_->options.host, ":", impl_->options.port,
-                        " (is the port in use? give another with --port, or --port 0 for a free one)");
-  return port;
-}
+int ApiServer::bind() { return impl_->http.bind(impl_->options.host, impl_->options.port); }
 
-void ApiServer::run() {
-  impl_->run_entered = true;
-  if (!impl_->stopping) impl_->http.listen_after_bind();
-}
+void ApiServer::run() { impl_->http.run(); }
 
 void ApiServer::stop() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
+  // The listener and idle connections close now; handlers have the drain and the write grace.
+  s.http.stop(s.options.shutdown_timeout + kWriteGrace);
+  const auto deadline = std::chrono::steady_clock::now() + s.options.shutdown_timeout;
+  while (s.loop.num_live() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (s.loop.num_live() > 0)
+    PAGODA_LOG_INFO("Aborting ", s.loop.num_live(), " request(s) in flight");
   s.loop.abort_all();
-  for (int i = 0; i < 500 && s.loop.num_live() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  // httplib's stop() only works once the server runs: wait for run() when it has been entered.
-  if (s.run_entered)
-    for (int i = 0; i < 200 && !s.http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  s.http.stop();
-  s.loop.stop();
 }
 
-void ApiServer::Impl::routes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    ++http_requests;
-    if (stopping) {
-      send_error(res, ApiError{503, "the server is shutting down", ""});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
-        req.get_header_value("Authorization") != "Bearer " + options.api_key) {
-      send_error(res, ApiError{401, "Unauthorized: give the API key as `Authorization: Bearer KEY`", ""});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) send_error(res, ApiError{404, str_cat("Not Found: ", req.method, " ", req.path), ""});
-    else if (res.status == 405) send_error(res, ApiError{405, str_cat("Method Not Allowed: ", req.method, " ", req.path), ""});
-  });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const std::exception& e) {
-      send_error(res, ApiError{500, str_cat("internal error: ", e.what()), ""});
-    }
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completions(req, res, false); });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { completions(req, res, true); });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { res.set_content(models_body(model, created), kJson); });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      res.set_content(tokenize_body(req.body, model), kJson);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    }
-  });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      res.set_content(detokenize_body(req.body, model), kJson);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    }
-  });
-}
-
-void ApiServer::Impl::completions(const httplib::Request& req, httplib::Response& res, bool chat) {
-  std::shared_ptr<StreamState> state;
+void ApiServer::Impl::handle(const HttpRequest& req, HttpResponse& res) {
+  ++http_requests;
+  const RouteEntry* found = nullptr;
+  bool path_known = false;
+  for (const RouteEntry& r : kRoutes) {
+    if (req.path != r.path) continue;
+    path_known = true;
+    if (req.method == r.method) found = &r;
+  }
+  if (!path_known) return send_error(res, ApiError{404, str_cat("Not Found: ", req.method, " ", req.path), ""});
+  if (!found) {
+    std::string allow;
+    for (const RouteEntry& r : kRoutes)
+      if (req.path == r.path) allow = r.method;
+    res.send(405, kJson, api_error_body(ApiError{405, str_cat("Method Not Allowed: ", req.method, " ", req.path), ""}),
+             {{"Allow", allow}});
+    return;
+  }
+  if (stopping) return send_error(res, ApiError{503, "the server is shutting down", ""});
+  if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+    const std::string* auth = req.header("authorization");
+    if (!auth || !constant_time_equal(*auth, "Bearer " + options.api_key))
+      return send_error(res, ApiError{401, "Unauthorized: give the API key as `Authorization: Bearer KEY`", ""});
+  }
   try {
-    state = std::make_shared<StreamState>(parse_completion_request(req.body, chat, model), model);
-    state->stream = loop.submit(state->job.prompts, state->job.params);
+    switch (found->route) {
+      case Route::kCompletions: return completions(req, res, false);
+      case Route::kChat: return completions(req, res, true);
+      case Route::kModels: res.send(200, kJson, models_body(model, created)); return;
+      case Route::kHealth: res.send(200, "", ""); return;
+      case Route::kMetrics: res.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text()); return;
+      case Route::kTokenize: res.send(200, kJson, tokenize_body(req.body, model)); return;
+      case Route::kDetokenize: res.send(200, kJson, detokenize_body(req.body, model)); return;
+    }
   } catch (const ApiError& e) {
-    send_error(res, e);
-    return;
-  } catch (const Error& e) {  // the engine rejected a request
-    send_error(res, ApiError{400, e.what(), ""});
+    if (!res.started()) send_error(res, e);
+  } catch (const Error& e) {
+    if (!res.started()) send_error(res, ApiError{400, e.what(), ""});
+  }
+}
+
+void ApiServer::Impl::completions(const HttpRequest& req, HttpResponse& res, bool chat) {
+  const CompletionJob job = parse_completion_request(req.body, chat, model);
+  CompletionResponse response(job, model);
+  std::shared_ptr<OutputStream> stream;
+  try {
+    stream = loop.submit(job.prompts, job.params);
+  } catch (const Error& e) {  // the engine refused a request
+    return send_error(res, ApiError{400, e.what(), ""});
+  } catch (const std::exception& e) {
+    PAGODA_LOG_ERROR("adding a request failed: ", e.what());
+    return send_error(res, ApiError{500, str_cat("internal error: ", e.what()), ""});
+  }
+  // Whatever ends this function (a client gone, a failed write) releases the requests: unfinished ones are
+  // aborted and free their KV blocks.
+  struct Release {
+    EngineLoop& loop;
+    const std::shared_ptr<OutputStream>& stream;
+    ~Release() { loop.release(stream); }
+  } release{loop, stream};
+  std::vector<StreamItem> items;
+  std::string error;
+  if (!job.stream) {
+    while (stream->pop(items, std::chrono::milliseconds(100))) {
+      for (const StreamItem& it : items) {
+        if (!it.error.empty()) error = it.error;
+        response.add(it.index, it.output);
+      }
+      if (res.client_gone()) return;
+    }
+    if (!error.empty()) return send_error(res, ApiError{500, str_cat("internal error: ", error), ""});
+    res.send(200, kJson, response.body());
     return;
   }
-  if (!state->job.stream) {
-    // One JSON body, sent chunked so that a client that goes away is noticed: while the result is pending,
-    // a space (JSON allows leading whitespace) is written every second; once the peer has closed, a write
-    // fails and release() aborts the requests, freeing their KV blocks.
-    res.set_chunked_content_provider(
-        kJson,
-        [this, state](size_t, httplib::DataSink& sink) {
-          std::vector<StreamItem> items;
-          auto last_beat = std::chrono::steady_clock::now();
-          while (state->stream->pop(items, std::chrono::milliseconds(100))) {
-            if (stopping) return false;
-            for (const StreamItem& it : items) state->response.add(it.index, it.output);
-            if (std::chrono::steady_clock::now() - last_beat >= std::chrono::seconds(1)) {
-              last_beat = std::chrono::steady_clock::now();
-              if (!sink.write(" ", 1)) return false;  // the client is gone
-            }
-          }
-          std::string body = state->response.body();
-          if (!sink.write(body.data(), body.size())) return false;
-          sink.done();
-          return true;
-        },
-        [this, state](bool) { loop.release(state->stream); });
+  if (!res.begin_chunked(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
+  while (stream->pop(items, std::chrono::milliseconds(100))) {
+    for (const StreamItem& it : items) {
+      if (!it.error.empty()) {
+        error = it.error;
+        continue;
+      }
+      std::string events = response.stream_events(it.index, it.output);
+      if (!events.empty() && !res.write_chunk(events)) return;
+    }
+    if (res.client_gone()) return;
+  }
+  if (!error.empty()) {
+    std::string event = str_cat("data: ", api_error_body(ApiError{500, str_cat("internal error: ", error), ""}), "\n\n");
+    if (!res.write_chunk(event)) return;
+    res.write_chunk("data: [DONE]\n\n");
+    res.end_chunked();
     return;
   }
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, state](size_t, httplib::DataSink& sink) {
-        std::vector<StreamItem> items;
-        while (state->stream->pop(items, std::chrono::milliseconds(100))) {
-          if (stopping) return false;  // shutting down: do not keep the server waiting on a slow reader
-          for (const StreamItem& it : items) {
-            std::string events = state->response.stream_events(it.index, it.output);
-            if (!events.empty() && !sink.write(events.data(), events.size())) return false;  // the client is gone
-          }
-        }
-        std::string end = state->response.stream_end();
-        if (!sink.write(end.data(), end.size())) return false;
-        sink.done();
-        return true;
-      },
-      // Runs when the response ends, also when the client went away: abort what is unfinished.
-      [this, state](bool) { loop.release(state->stream); });
+  if (res.write_chunk(response.stream_end())) res.end_chunked();
 }
 
 std::string ApiServer::Impl::metrics_text() const {

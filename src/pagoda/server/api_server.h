@@ -1,15 +1,17 @@
 // `pagoda serve`'s HTTP server: the OpenAI-compatible API over an Engine (vLLM's routes and shapes).
 //   POST /v1/completions, /v1/chat/completions (streamed as SSE or whole), GET /v1/models,
 //   GET /health, GET /metrics (Prometheus), POST /tokenize, /detokenize.
-// httplib stays inside api_server.cc.
+// The transport is http_server.h; JSON stays inside openai_api.cc.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "pagoda/engine/engine.h"
+#include "pagoda/server/http_server.h"
 
 namespace pagoda {
 
@@ -21,6 +23,10 @@ struct ServerOptions {
   std::string model_root;                     // the model as given (for /v1/models)
   std::string attention_backend;              // for pagoda_attention_backend_info
   std::optional<std::string> chat_template;   // template text overriding the tokenizer's
+  HttpLimits http;
+  // On stop(): how long requests in flight may run on before they are aborted (vLLM's --shutdown-timeout;
+  // 0: aborted at once). Either way each client gets a complete response ending in finish_reason "abort".
+  std::chrono::milliseconds shutdown_timeout{0};
 };
 
 class ApiServer {
@@ -35,8 +41,11 @@ class ApiServer {
   int bind();
   // Serves until stop(); returns after the last connection has been handled.
   void run();
-  // Thread-safe: refuses new requests, aborts those in flight (their clients get what was generated and
-  // finish_reason "abort"), and makes run() return. Must not be called from a signal handler.
+  // Thread-safe, not from a signal handler; returns when run() may still be finishing its last writes.
+  // Closes the listener and idle connections, refuses new requests with 503, lets the requests in flight
+  // run for shutdown_timeout, then aborts the rest: streams end with a finish_reason "abort" chunk and
+  // [DONE], whole responses come complete. Clients that do not read their response are cut off after a
+  // few seconds. Then run() returns.
   void stop();
 
  private:

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
 
 namespace pagoda {
@@ -123,9 +124,35 @@ void EngineLoop::stop(std::chrono::milliseconds drain) {
 void EngineLoop::run() {
   while (!stopping_) {
     if (!engine_.wait_for_work(std::chrono::milliseconds(100))) continue;
-    std::vector<RequestOutput> outs = engine_.step();
-    dispatch(outs);
+    // A step that throws (out of memory, a kernel error) cannot say which request caused it: the
+    // requests in flight fail with the reason, and the loop goes on serving new ones.
+    try {
+      std::vector<RequestOutput> outs = engine_.step();
+      dispatch(outs);
+    } catch (const std::exception& e) {
+      PAGODA_LOG_ERROR("engine step failed: ", e.what(), "; failing the requests in flight");
+      fail_all(e.what());
+    }
   }
+}
+
+void EngineLoop::fail_all(const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, route] : routes_) {
+    auto& [stream, index] = route;
+    engine_.abort(id);
+    StreamItem item{index, RequestOutput{}, error};
+    item.output.id = id;
+    item.output.finished = true;
+    item.output.finish_reason = FinishReason::kAbort;
+    {
+      std::lock_guard<std::mutex> slock(stream->mu_);
+      stream->queue_.push_back(std::move(item));
+      ++stream->num_finished_;
+    }
+    stream->cv_.notify_all();
+  }
+  routes_.clear();
 }
 
 void EngineLoop::dispatch(std::vector<RequestOutput>& outs) {

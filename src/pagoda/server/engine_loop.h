@@ -23,6 +23,7 @@ class EngineLoop;
 struct StreamItem {
   int index = 0;  // which of the stream's engine requests
   RequestOutput output;
+  std::string error;  // non-empty: the engine failed this request (output.finished is set); the reason
 };
 
 class OutputStream {
@@ -84,6 +85,8 @@ class EngineLoop {
  private:
   void run();
   void dispatch(std::vector<RequestOutput>& outs);
+  // Ends every routed request with `error` and aborts it in the engine.
+  void fail_all(const std::string& error);
 
   Engine& engine_;
   mutable std::mutex mu_;  // routes_, histograms_
