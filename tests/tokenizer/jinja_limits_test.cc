@@ -277,7 +277,7 @@ TEST(JinjaLimits, RecursiveMacrosAndDeepValuesAreRefused) {
   std::string tall = "x";
   for (int i = 0; i < 200; ++i) tall += " ~ x";
   EXPECT_TRUE(has(error_of("{% macro m(x) %}{{ m(x) ~ " + tall + " }}{% endmacro %}{{ m('a') }}"),
-                  "statements, expressions and macro calls nested too deep (more than 1000 levels)"));
+                  "statements, expressions and macro calls nested too deep (more than 500 levels)"));
   // Values the template builds.
   EXPECT_TRUE(has(error_of("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
                            "{% endfor %}{{ ns.x }}"),
