@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "pagoda/core/strings.h"
 #include "pagoda/tokenizer/jinja_strings.h"
@@ -244,6 +245,35 @@ Value to_number(const Value& v, bool want_int, const Value& fallback) {
   return want_int ? float_to_int(d, fallback) : Value(d);
 }
 
+// A string equal for keys Python's set treats as equal (1, 1.0 and True are one key); lists, dicts and the
+// rest are unhashable, as in Python.
+std::string hash_key(const Value& v) {
+  switch (v.kind()) {
+    case K::kNone:
+      return "N";
+    case K::kUndefined:
+      return "U";
+    case K::kBool:
+    case K::kInt:
+      return "i" + std::to_string(v.to_int());
+    case K::kFloat: {
+      const double d = v.as_float();
+      if (d == std::trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+        return "i" + std::to_string(static_cast<int64_t>(d));
+      }
+      return "f" + py_float_repr(d);
+    }
+    case K::kString:
+      return "s" + v.as_string();
+    case K::kList:
+    case K::kDict:
+    case K::kNamespace:
+    case K::kCallable:
+      break;
+  }
+  throw RenderError("unique(): unhashable type: '" + v.type_name() + "'");
+}
+
 Value sum_or_extreme(const Value& seq, CallArgs& args, std::string_view fn) {
   if (fn == "sum") {
     Params p("sum", args, {"attribute", "start"});
@@ -334,14 +364,13 @@ Value apply_filter_impl(std::string_view name, const Value& v, CallArgs& args) {
     return Value(sorted(iterate(v), p.flag(0), p.flag(1), p.optional_string(2)));
   }
   if (name == "unique") {
+    // Jinja2 keeps a set of the keys seen: linear, and only for hashable keys.
     Params p("unique", args, {"case_sensitive", "attribute"});
-    List out, keys;
+    List out;
+    std::unordered_set<std::string> seen;
     for (const Value& item : iterate(v)) {
-      Value key = lower_if_string(p.get(1) ? get_path(item, p.string(1)) : item, p.flag(0));
-      if (std::none_of(keys.begin(), keys.end(), [&](const Value& k) { return equals(k, key); })) {
-        keys.push_back(std::move(key));
-        out.push_back(item);
-      }
+      const Value key = lower_if_string(p.get(1) ? get_path(item, p.string(1)) : item, p.flag(0));
+      if (seen.insert(hash_key(key)).second) out.push_back(item);
     }
     return Value(std::move(out));
   }
