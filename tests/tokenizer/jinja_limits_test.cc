@@ -134,6 +134,14 @@ TEST(JinjaLimits, StepBudgetStopsLongLoops) {
   EXPECT_TRUE(has(error_of("{% set s = 'x' * 1000000 %}{% for i in range(1000) %}{% set t = s %}{% endfor %}", small),
                   "rendering exceeded 100000 steps"));
   EXPECT_TRUE(has(error_of("{% for i in range(100000) %}{{ i }}{% endfor %}", small), "rendering exceeded 100000 steps"));
+  // Lists that share their parts are cheap to build and exponential to walk: comparing two such (equal,
+  // distinct) lists 40 levels deep would visit 10**40 nodes.
+  const std::string shared = "{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(40) %}"
+                             "{% set ns.a = [ns.a] * 10 %}{% set ns.b = [ns.b] * 10 %}{% endfor %}";
+  for (const char* walk : {"{{ ns.a == ns.b }}", "{{ ns.a in [ns.b] }}", "{{ [ns.a, ns.b]|sort|length }}",
+                           "{{ ns.a|tojson|length }}", "{{ ns.a }}", "{{ ns.a ~ '' }}"}) {
+    EXPECT_TRUE(has(error_of(shared + walk), "steps (RenderLimits::max_steps)")) << walk;
+  }
 }
 
 TEST(JinjaLimits, OutputBudget) {

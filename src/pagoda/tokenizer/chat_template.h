@@ -37,7 +37,9 @@ namespace pagoda {
 // template takes a few thousand steps) and keep a hostile one to about a second and tens of MiB.
 struct RenderLimits {
   // Work: a step per statement and expression, four per loop iteration, one per 16 bytes of each string
-  // the renderer builds, copies or writes out, and one per 8 items of each list or dict an expression gives.
+  // the renderer builds, copies or writes out, one per 8 items of each list or dict an expression gives,
+  // and one per 64 nodes (or 1 KiB of strings) of each list or dict an operation walks (compares, prints,
+  // sorts, iterates).
   int64_t max_steps = 10'000'000;
   // The rendered text, and each string or list built on the way ('x' * n, a join, a list concatenation).
   size_t max_output_bytes = size_t{16} << 20;

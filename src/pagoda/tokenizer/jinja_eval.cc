@@ -128,6 +128,20 @@ class Renderer {
     return v;
   }
 
+  // The work of an operation that walks `v` (compares, prints, copies or sorts it). Lists and dicts are
+  // shared, not copied, when looked up, so they are charged here rather than in charge().
+  void charge_walk(const Value& v) {
+    if (v.is(K::kList) || v.is(K::kDict)) {
+      const uint64_t w = nesting_of(v).weight / 64;
+      step(w > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(w));
+    }
+  }
+
+  void charge_walk(const CallArgs& args) {
+    for (const Value& v : args.positional) charge_walk(v);
+    for (const auto& [k, v] : args.keyword) charge_walk(v);
+  }
+
   void emit(const std::string& text) {
     if (text.size() > limits_.max_output_bytes - out_->size()) {
       throw RenderError(
@@ -215,9 +229,12 @@ class Renderer {
       case Stmt::Kind::kText:
         emit(static_cast<const TextStmt&>(s).text);
         return Flow::kNormal;
-      case Stmt::Kind::kOutput:
-        emit(eval(*static_cast<const OutputStmt&>(s).expr).str());
+      case Stmt::Kind::kOutput: {
+        const Value v = eval(*static_cast<const OutputStmt&>(s).expr);
+        charge_walk(v);
+        emit(v.str());
         return Flow::kNormal;
+      }
       case Stmt::Kind::kIf: {
         const auto& st = static_cast<const IfStmt&>(s);
         for (const auto& [cond, body] : st.branches) {
@@ -262,7 +279,9 @@ class Renderer {
   }
 
   Flow exec_for(const ForStmt& st) {
-    List items = iterate(eval(*st.iter));
+    const Value iterable = eval(*st.iter);
+    charge_walk(iterable);
+    List items = iterate(iterable);
     if (st.filter) {
       List kept;
       for (Value& item : items) {
@@ -361,6 +380,8 @@ class Renderer {
       const Value obj = eval(*ga.object);
       args = eval_args(e.args);
       line_ = e.line;
+      charge_walk(obj);
+      charge_walk(args);
       Value result;
       if (call_method(obj, ga.name, args, &result)) return result;
       fn = get_attribute(obj, ga.name);
@@ -371,6 +392,7 @@ class Renderer {
       fn = eval(*e.callee);
       args = eval_args(e.args);
       line_ = e.line;
+      charge_walk(args);
     }
     if (fn.is(K::kCallable)) return fn.as_callable().fn(args);
     if (fn.is_undefined()) undefined_error(fn);
@@ -423,6 +445,7 @@ class Renderer {
         const Value start = s.start ? eval(*s.start) : Value(nullptr);
         const Value stop = s.stop ? eval(*s.stop) : Value(nullptr);
         const Value step = s.step ? eval(*s.step) : Value(nullptr);
+        charge_walk(obj);
         return get_slice(obj, &start, &stop, &step);
       }
       case Expr::Kind::kCall:
@@ -432,6 +455,9 @@ class Renderer {
         const Value v = eval(*f.object);
         CallArgs args = eval_args(f.args);
         line_ = e.line;
+        // length and default do not walk their input; the others may.
+        if (f.name != "length" && f.name != "count" && f.name != "default" && f.name != "d") charge_walk(v);
+        charge_walk(args);
         return apply_filter(f.name, v, args);
       }
       case Expr::Kind::kTest: {
@@ -439,6 +465,8 @@ class Renderer {
         const Value v = eval(*t.object);
         CallArgs args = eval_args(t.args);
         line_ = e.line;
+        charge_walk(v);
+        charge_walk(args);
         return Value(apply_test(t.name, v, args) != t.negated);
       }
       case Expr::Kind::kUnary: {
@@ -454,6 +482,8 @@ class Renderer {
         if (b.op == BinaryOp::kOr) return left.truthy() ? left : eval(*b.right);
         const Value right = eval(*b.right);
         line_ = e.line;
+        charge_walk(left);
+        charge_walk(right);
         if (b.op == BinaryOp::kConcat) {
           std::string joined = left.str();
           const std::string r = right.str();
@@ -472,6 +502,8 @@ class Renderer {
         for (const auto& [op, expr] : c.rest) {
           Value right = eval(*expr);
           line_ = e.line;
+          charge_walk(left);
+          charge_walk(right);
           if (!compare(op, left, right)) return Value(false);
           left = std::move(right);
         }

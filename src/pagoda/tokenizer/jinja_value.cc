@@ -28,17 +28,18 @@ Nesting nesting_of(const Value& v) {
     case Value::Kind::kDict:
       return v.as_dict().nesting;
     case Value::Kind::kNamespace:
-      return Nesting{v.as_namespace().attrs.nesting.depth, true};
+      return Nesting{v.as_namespace().attrs.nesting.depth, true, 1};
+    case Value::Kind::kString:
+      return Nesting{0, false, 1 + v.as_string().size() / 16};
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:
     case Value::Kind::kBool:
     case Value::Kind::kInt:
     case Value::Kind::kFloat:
-    case Value::Kind::kString:
     case Value::Kind::kCallable:
       break;
   }
-  return Nesting{0, false};
+  return Nesting{0, false, 1};
 }
 
 namespace {
@@ -48,6 +49,7 @@ void add_child(const Value& child, Nesting* n) {
   const Nesting c = nesting_of(child);
   n->depth = std::max(n->depth, c.depth + 1);
   n->holds_namespace |= c.holds_namespace;
+  if (__builtin_add_overflow(n->weight, c.weight, &n->weight)) n->weight = UINT64_MAX;
   if (n->depth > kMaxValueDepth) {
     throw RenderError(str_cat("lists, dicts and namespaces nested deeper than ", kMaxValueDepth, " levels"));
   }

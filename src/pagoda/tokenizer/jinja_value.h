@@ -117,6 +117,9 @@ class Value {
 struct Nesting {
   int depth = 1;                 // 1 + the deepest list, dict or namespace inside
   bool holds_namespace = false;  // a namespace anywhere inside (never stored into a namespace: no cycles)
+  // The work of walking it (comparing, printing): the nodes of the tree it expands to, shared parts counted
+  // each time they appear, plus a node per 16 bytes of string; saturates. Namespaces count as one node.
+  uint64_t weight = 1;
 };
 
 // A Python list, or a tuple (which only prints differently: (1, 2), ('a',)). JSON gives lists; tuples come
@@ -144,7 +147,7 @@ struct Namespace {
   void set(std::string name, Value v);
 };
 
-// The nesting of a value: depth 0 for scalars.
+// The nesting of a value: depth 0 and weight 1 for scalars (more for long strings).
 Nesting nesting_of(const Value& v);
 
 struct CallArgs {
