@@ -320,7 +320,7 @@ class Renderer {
       if (i > 0) add("previtem", items[static_cast<size_t>(i - 1)]);
       if (i + 1 < n) add("nextitem", items[static_cast<size_t>(i + 1)]);
       add("cycle", cycle);
-      f.vars.emplace("loop", Value(std::move(loop)));
+      f.vars["loop"] = Value(std::move(loop));
       if (in_frame(&f, nullptr, [&] { return exec_body(st.body); }) == Flow::kBreak) break;
     }
     return Flow::kNormal;
