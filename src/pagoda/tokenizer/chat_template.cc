@@ -14,7 +14,8 @@ ChatTemplate::ChatTemplate(std::string_view source) : template_(jinja::parse_tem
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                  bool add_generation_prompt, const nlohmann::ordered_json& kwargs,
-                                 const std::string& bos_token, const std::string& eos_token) const {
+                                 const std::string& bos_token, const std::string& eos_token,
+                                 const RenderLimits& limits) const {
   if (!messages.is_array())
     throw_runtime_error("chat template: messages must be a JSON list, not ", messages.type_name());
   if (!tools.is_null() && !tools.is_array()) {
@@ -27,8 +28,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
   try {
     // The variables transformers passes: messages, tools, documents, add_generation_prompt, the special
     // tokens, then the caller's extra variables.
-    globals.set("messages", jinja::Value::from_json(messages));
-    globals.set("tools", jinja::Value::from_json(tools));
+    globals.set("messages", jinja::Value::from_json(messages, limits.max_input_depth));
+    globals.set("tools", jinja::Value::from_json(tools, limits.max_input_depth));
     globals.set("documents", jinja::Value(nullptr));
     globals.set("add_generation_prompt", jinja::Value(add_generation_prompt));
     if (!bos_token.empty()) globals.set("bos_token", jinja::Value(bos_token));
@@ -39,32 +40,33 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
           throw_runtime_error("chat template: '", key,
                               "' cannot be passed as a template variable; it is set by the request");
         }
-        globals.set(key, jinja::Value::from_json(value));
+        globals.set(key, jinja::Value::from_json(value, limits.max_input_depth));
       }
     }
   } catch (const jinja::RenderError& e) {
     throw_runtime_error("chat template: ", e.what());
   }
-  return jinja::render_template(*template_, globals);
+  return jinja::render_template(*template_, globals, limits);
 }
 
 std::string render_chat_template(const std::string& template_text, const nlohmann::ordered_json& messages,
                                  const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                  const nlohmann::ordered_json& kwargs, const std::string& bos_token,
-                                 const std::string& eos_token) {
-  return ChatTemplate(template_text).render(messages, tools, add_generation_prompt, kwargs, bos_token, eos_token);
+                                 const std::string& eos_token, const RenderLimits& limits) {
+  return ChatTemplate(template_text)
+      .render(messages, tools, add_generation_prompt, kwargs, bos_token, eos_token, limits);
 }
 
 std::string apply_chat_template(const Tokenizer& tokenizer, const nlohmann::ordered_json& messages,
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                                const nlohmann::ordered_json& kwargs) {
+                                const nlohmann::ordered_json& kwargs, const RenderLimits& limits) {
   if (tokenizer.chat_template().empty()) {
     throw_config_error(
         "this model's tokenizer has no chat template (no chat_template in tokenizer_config.json and no "
         "chat_template.jinja beside it); use a completion request with a plain prompt, or add a chat template");
   }
   return render_chat_template(tokenizer.chat_template(), messages, tools, add_generation_prompt, kwargs,
-                              tokenizer.bos_token(), tokenizer.eos_token());
+                              tokenizer.bos_token(), tokenizer.eos_token(), limits);
 }
 
 }  // namespace pagoda

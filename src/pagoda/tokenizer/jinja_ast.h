@@ -32,6 +32,9 @@ struct Expr {
   virtual ~Expr() = default;
   const Kind kind;
   const int line;
+  // Nodes on the longest path down from here (1 for a leaf), set and bounded by the parser so that the
+  // renderer's recursion and the tree's destruction stay shallow.
+  int height = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
@@ -118,6 +121,10 @@ struct CondExpr : Expr {  // then_expr if cond else else_expr; no else gives Und
       : Expr(Kind::kCond, l), cond(std::move(c)), then_expr(std::move(t)), else_expr(std::move(e)) {}
   ExprPtr cond, then_expr, else_expr;
 };
+
+// Largest height among an expression's direct children (0 for a leaf); the parser sets each node's height
+// from it as the node is finished.
+int children_height(const Expr& e);
 
 struct Stmt {
   enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue };

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "pagoda/core/strings.h"
 #include "pagoda/tokenizer/jinja_strings.h"
@@ -62,6 +63,13 @@ class Params {
   std::vector<std::string_view> names_;
   std::vector<const Value*> bound_;
 };
+
+// n spaces for an indent width; a width past kMaxStringBytes is refused before allocating it.
+std::string spaces(int64_t n) {
+  const auto width = static_cast<size_t>(std::max<int64_t>(0, n));
+  check_string_size(width);
+  return std::string(width, ' ');
+}
 
 const std::string& need_string(const Value& v, std::string_view what) {
   if (!v.is_string()) throw RenderError(str_cat(what, " needs a str, not ", v.type_name()));
@@ -161,8 +169,7 @@ Value tojson_filter(const Value& v, CallArgs& args) {
   o.sort_keys = p.flag(3);
   if (const Value* indent = p.get(1); indent != nullptr && !indent->is_none()) {
     o.has_indent = true;
-    o.indent = indent->is_string() ? indent->as_string()
-                                   : std::string(static_cast<size_t>(std::max<int64_t>(0, p.integer(1, 0))), ' ');
+    o.indent = indent->is_string() ? indent->as_string() : spaces(p.integer(1, 0));
   }
   o.item_separator = o.has_indent ? "," : ", ";
   if (const Value* sep = p.get(2); sep != nullptr && !sep->is_none()) {
@@ -176,15 +183,15 @@ Value tojson_filter(const Value& v, CallArgs& args) {
 Value indent_filter(const Value& v, CallArgs& args) {
   Params p("indent", args, {"width", "first", "blank"});
   const Value width = p.get_or(0, Value(4));
-  const std::string pad = width.is_string()
-                              ? width.as_string()
-                              : std::string(static_cast<size_t>(std::max<int64_t>(0, p.integer(0, 4))), ' ');
+  const std::string pad = width.is_string() ? width.as_string() : spaces(p.integer(0, 4));
   const std::vector<std::string> lines = py_splitlines(v.str() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
     const bool indent = i == 0 ? p.flag(1) : (p.flag(2) || !lines[i].empty());
-    out += (indent ? pad : "") + lines[i];
+    if (indent) out += pad;
+    out += lines[i];
+    check_string_size(out.size());
   }
   return Value(out);
 }
@@ -215,8 +222,19 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+// Python's int(x) of a float: truncated; a float beyond int64 stays a (truncated) float, as an overflow
+// does elsewhere; inf and nan, which int() refuses, give the fallback.
+Value float_to_int(double d, const Value& fallback) {
+  if (!std::isfinite(d)) return fallback;
+  const double t = std::trunc(d);
+  // 2^63 is exact in a double; every double in [-2^63, 2^63) converts without overflow.
+  if (t >= -9223372036854775808.0 && t < 9223372036854775808.0) return Value(static_cast<int64_t>(t));
+  return Value(t);
+}
+
 Value to_number(const Value& v, bool want_int, const Value& fallback) {
-  if (v.is_number()) return want_int ? Value(static_cast<int64_t>(v.to_double())) : Value(v.to_double());
+  if (v.is(K::kInt) || v.is(K::kBool)) return want_int ? Value(v.to_int()) : Value(v.to_double());
+  if (v.is_number()) return want_int ? float_to_int(v.to_double(), fallback) : Value(v.to_double());
   if (!v.is_string()) return fallback;
   const std::string s = py_strip(v.as_string(), std::nullopt, true, true);
   long long i = 0;
@@ -224,7 +242,36 @@ Value to_number(const Value& v, bool want_int, const Value& fallback) {
   char* end = nullptr;
   const double d = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) return fallback;
-  return want_int ? Value(static_cast<int64_t>(d)) : Value(d);
+  return want_int ? float_to_int(d, fallback) : Value(d);
+}
+
+// A string equal for keys Python's set treats as equal (1, 1.0 and True are one key); lists, dicts and the
+// rest are unhashable, as in Python.
+std::string hash_key(const Value& v) {
+  switch (v.kind()) {
+    case K::kNone:
+      return "N";
+    case K::kUndefined:
+      return "U";
+    case K::kBool:
+    case K::kInt:
+      return "i" + std::to_string(v.to_int());
+    case K::kFloat: {
+      const double d = v.as_float();
+      if (d == std::trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+        return "i" + std::to_string(static_cast<int64_t>(d));
+      }
+      return "f" + py_float_repr(d);
+    }
+    case K::kString:
+      return "s" + v.as_string();
+    case K::kList:
+    case K::kDict:
+    case K::kNamespace:
+    case K::kCallable:
+      break;
+  }
+  throw RenderError("unique(): unhashable type: '" + v.type_name() + "'");
 }
 
 Value sum_or_extreme(const Value& seq, CallArgs& args, std::string_view fn) {
@@ -234,8 +281,12 @@ Value sum_or_extreme(const Value& seq, CallArgs& args, std::string_view fn) {
     for (const Value& item : iterate(seq)) {
       const Value x = p.get(0) ? get_path(item, p.string(0)) : item;
       if (!x.is_number() || !total.is_number()) throw RenderError("sum() needs numbers, found " + x.type_name());
-      total = total.is(K::kFloat) || x.is(K::kFloat) ? Value(total.to_double() + x.to_double())
-                                                     : Value(total.to_int() + x.to_int());
+      int64_t r = 0;
+      if (total.is(K::kFloat) || x.is(K::kFloat) || __builtin_add_overflow(total.to_int(), x.to_int(), &r)) {
+        total = Value(total.to_double() + x.to_double());  // an int overflow becomes a float
+      } else {
+        total = Value(r);
+      }
     }
     return total;
   }
@@ -275,7 +326,9 @@ Value apply_filter_impl(std::string_view name, const Value& v, CallArgs& args) {
     std::string out;
     bool first = true;
     for (const Value& item : iterate(v)) {
-      out += (first ? "" : sep) + (p.get(1) ? get_path(item, p.string(1)) : item).str();
+      if (!first) out += sep;
+      out += (p.get(1) ? get_path(item, p.string(1)) : item).str();
+      check_string_size(out.size());
       first = false;
     }
     return Value(out);
@@ -311,14 +364,13 @@ Value apply_filter_impl(std::string_view name, const Value& v, CallArgs& args) {
     return Value(sorted(iterate(v), p.flag(0), p.flag(1), p.optional_string(2)));
   }
   if (name == "unique") {
+    // Jinja2 keeps a set of the keys seen: linear, and only for hashable keys.
     Params p("unique", args, {"case_sensitive", "attribute"});
-    List out, keys;
+    List out;
+    std::unordered_set<std::string> seen;
     for (const Value& item : iterate(v)) {
-      Value key = lower_if_string(p.get(1) ? get_path(item, p.string(1)) : item, p.flag(0));
-      if (std::none_of(keys.begin(), keys.end(), [&](const Value& k) { return equals(k, key); })) {
-        keys.push_back(std::move(key));
-        out.push_back(item);
-      }
+      const Value key = lower_if_string(p.get(1) ? get_path(item, p.string(1)) : item, p.flag(0));
+      if (seen.insert(hash_key(key)).second) out.push_back(item);
     }
     return Value(std::move(out));
   }
@@ -337,7 +389,11 @@ Value apply_filter_impl(std::string_view name, const Value& v, CallArgs& args) {
   }
   if (name == "abs") {
     if (v.is(K::kFloat)) return Value(std::fabs(v.as_float()));
-    if (v.is(K::kInt) || v.is(K::kBool)) return Value(std::abs(v.to_int()));
+    if (v.is(K::kInt) || v.is(K::kBool)) {
+      const int64_t i = v.to_int();
+      if (i == INT64_MIN) return Value(-static_cast<double>(i));  // overflow becomes a float
+      return Value(i < 0 ? -i : i);
+    }
     throw RenderError("bad operand type for abs(): '" + v.type_name() + "'");
   }
   if (name == "round") {

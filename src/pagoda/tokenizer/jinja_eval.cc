@@ -1,161 +1,47 @@
 #include "pagoda/tokenizer/jinja_eval.h"
 
-#include <cmath>
+#include <chrono>
 #include <ctime>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/strings.h"
 #include "pagoda/tokenizer/jinja_builtins.h"
+#include "pagoda/tokenizer/jinja_operators.h"
 
 namespace pagoda::jinja {
 namespace {
 
 using K = Value::Kind;
+using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kMaxRange = 100000;  // Jinja2's sandbox limit on range()
-constexpr int kMaxMacroDepth = 200;    // recursion guard: a macro calling itself forever
+constexpr int kMaxMacroDepth = 200;  // a macro calling itself, or macros calling each other, in a cycle
+// Statements, expressions and macro calls being evaluated at once. One template's nesting is bounded by the
+// parser; macro calls stack it. A level takes up to about 700 bytes of stack in a release build (measured
+// with recursive macros on threads of small stacks), so this stays near 384 KiB; real templates need < 100.
+constexpr int kMaxEvalDepth = 500;
+// An iteration builds a scope and a loop object of a dozen values: as much work as several expressions.
+constexpr int64_t kLoopIterationSteps = 4;
+// Steps between looks at the cancel flag and the clock: cheap, and a fraction of a millisecond apart.
+constexpr int64_t kCheckInterval = 1024;
 
 [[noreturn]] void undefined_error(const Value& v) {
   throw RenderError(v.undefined_name().empty() ? std::string("undefined value")
                                                : "'" + v.undefined_name() + "' is undefined");
 }
 
-std::string operator_symbol(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return "+";
-    case BinaryOp::kSub:
-      return "-";
-    case BinaryOp::kMul:
-      return "*";
-    case BinaryOp::kDiv:
-      return "/";
-    case BinaryOp::kFloorDiv:
-      return "//";
-    case BinaryOp::kMod:
-      return "%";
-    case BinaryOp::kPow:
-      return "**";
-    case BinaryOp::kConcat:
-      return "~";
-    case BinaryOp::kAnd:
-      return "and";
-    case BinaryOp::kOr:
-      return "or";
-  }
-  return "?";
-}
-
-Value repeat(const Value& seq, int64_t n) {
-  if (seq.is_string()) {
-    std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.as_string();
-    return Value(out);
-  }
-  List out;
-  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
-  return Value(std::move(out));
-}
-
-// Python arithmetic on two evaluated operands.
-Value arithmetic(BinaryOp op, const Value& a, const Value& b) {
-  if (a.is_undefined()) undefined_error(a);
-  if (b.is_undefined()) undefined_error(b);
-  const bool ints = (a.is(K::kInt) || a.is(K::kBool)) && (b.is(K::kInt) || b.is(K::kBool));
-  if (a.is_number() && b.is_number()) {
-    const double x = a.to_double(), y = b.to_double();
-    int64_t r = 0;
-    switch (op) {
-      case BinaryOp::kAdd:
-        if (ints && !__builtin_add_overflow(a.to_int(), b.to_int(), &r)) return Value(r);
-        return Value(x + y);
-      case BinaryOp::kSub:
-        if (ints && !__builtin_sub_overflow(a.to_int(), b.to_int(), &r)) return Value(r);
-        return Value(x - y);
-      case BinaryOp::kMul:
-        if (ints && !__builtin_mul_overflow(a.to_int(), b.to_int(), &r)) return Value(r);
-        return Value(x * y);
-      case BinaryOp::kDiv:
-        if (y == 0) throw RenderError("division by zero");
-        return Value(x / y);
-      case BinaryOp::kFloorDiv:
-      case BinaryOp::kMod:
-        if (y == 0) throw RenderError(op == BinaryOp::kMod ? "modulo by zero" : "division by zero");
-        if (ints) {
-          const int64_t p = a.to_int(), q = b.to_int();
-          int64_t div = p / q, mod = p % q;
-          if (mod != 0 && ((mod < 0) != (q < 0))) {  // Python floors toward negative infinity
-            --div;
-            mod += q;
-          }
-          return op == BinaryOp::kFloorDiv ? Value(div) : Value(mod);
-        }
-        if (op == BinaryOp::kFloorDiv) return Value(std::floor(x / y));
-        {
-          double m = std::fmod(x, y);
-          if (m != 0 && ((m < 0) != (y < 0))) m += y;
-          return Value(m);
-        }
-      case BinaryOp::kPow:
-        if (ints && b.to_int() >= 0) {
-          int64_t acc = 1;
-          bool overflow = false;
-          for (int64_t i = 0; i < b.to_int() && !overflow; ++i)
-            overflow = __builtin_mul_overflow(acc, a.to_int(), &acc);
-          if (!overflow) return Value(acc);
-        }
-        return Value(std::pow(x, y));
-      case BinaryOp::kConcat:
-      case BinaryOp::kAnd:
-      case BinaryOp::kOr:
-        break;
-    }
-  }
-  if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
-  if (op == BinaryOp::kAdd && a.is(K::kList) && b.is(K::kList)) {
-    List out = a.as_list();
-    out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-    return Value(std::move(out));
-  }
-  if (op == BinaryOp::kMul) {
-    const bool a_seq = a.is_string() || a.is(K::kList), b_seq = b.is_string() || b.is(K::kList);
-    if (a_seq && (b.is(K::kInt) || b.is(K::kBool))) return repeat(a, b.to_int());
-    if (b_seq && (a.is(K::kInt) || a.is(K::kBool))) return repeat(b, a.to_int());
-  }
-  throw RenderError("unsupported operand type(s) for " + operator_symbol(op) + ": '" + a.type_name() + "' and '" +
-                    b.type_name() + "'");
-}
-
-bool compare(CompareOp op, const Value& a, const Value& b) {
-  switch (op) {
-    case CompareOp::kEq:
-      return equals(a, b);
-    case CompareOp::kNe:
-      return !equals(a, b);
-    case CompareOp::kLt:
-      return less_than(a, b);
-    case CompareOp::kLe:
-      return !less_than(b, a);
-    case CompareOp::kGt:
-      return less_than(b, a);
-    case CompareOp::kGe:
-      return !less_than(a, b);
-    case CompareOp::kIn:
-      return contains(b, a);
-    case CompareOp::kNotIn:
-      return !contains(b, a);
-  }
-  return false;
-}
-
 class Renderer {
  public:
-  explicit Renderer(const Dict& globals) {
+  Renderer(const Dict& globals, const RenderLimits& limits) : limits_(limits) {
     install_builtins();
     for (const auto& [k, v] : globals.items) root_.vars[k] = v;
   }
 
   std::string render(const Template& t) {
+    if (limits_.timeout > Clock::duration::zero()) deadline_ = Clock::now() + limits_.timeout;
+    check_stop();
     std::string out;
     out_ = &out;
     try {
@@ -190,6 +76,98 @@ class Renderer {
     return fn();
   }
 
+  // Counts `n` steps of work; every kCheckInterval steps, looks at the cancel flag and the clock.
+  void step(int64_t n = 1) {
+    if (n > limits_.max_steps - steps_) {
+      throw RenderError(str_cat("rendering exceeded ", limits_.max_steps, " steps (RenderLimits::max_steps)"));
+    }
+    steps_ += n;
+    if (steps_ >= next_check_) {
+      next_check_ = steps_ + kCheckInterval;
+      check_stop();
+    }
+  }
+
+  // Not RenderError: a stopped rendering is not the template's fault, so it names no template line.
+  void check_stop() const {
+    if (limits_.cancel != nullptr && limits_.cancel->load(std::memory_order_relaxed)) {
+      throw_runtime_error("chat template: rendering cancelled");
+    }
+    if (deadline_ && Clock::now() > *deadline_) {
+      throw_runtime_error("chat template: rendering exceeded its time limit of ",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(limits_.timeout).count(), " ms");
+    }
+  }
+
+  // The work of making or copying `v`, and the size bound on strings.
+  const Value& charge(const Value& v) {
+    switch (v.kind()) {
+      case K::kString:
+        if (v.as_string().size() > limits_.max_output_bytes) {
+          throw RenderError(str_cat("a string longer than the output limit (", limits_.max_output_bytes,
+                                    " bytes, RenderLimits::max_output_bytes)"));
+        }
+        step(1 + static_cast<int64_t>(v.as_string().size() / 16));
+        break;
+      case K::kList:
+        step(1 + static_cast<int64_t>(v.as_list().size() / 8));
+        break;
+      case K::kDict:
+        step(1 + static_cast<int64_t>(v.as_dict().items.size() / 8));
+        break;
+      case K::kUndefined:
+      case K::kNone:
+      case K::kBool:
+      case K::kInt:
+      case K::kFloat:
+      case K::kNamespace:
+      case K::kCallable:
+        step();
+        break;
+    }
+    return v;
+  }
+
+  // The work of an operation that walks `v` (compares, prints, copies or sorts it). Lists and dicts are
+  // shared, not copied, when looked up, so they are charged here rather than in charge().
+  void charge_walk(const Value& v) {
+    if (v.is(K::kList) || v.is(K::kDict)) {
+      const uint64_t w = nesting_of(v).weight / 64;
+      step(w > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(w));
+    }
+  }
+
+  void charge_walk(const CallArgs& args) {
+    for (const Value& v : args.positional) charge_walk(v);
+    for (const auto& [k, v] : args.keyword) charge_walk(v);
+  }
+
+  void emit(const std::string& text) {
+    if (text.size() > limits_.max_output_bytes - out_->size()) {
+      throw RenderError(
+          str_cat("output longer than ", limits_.max_output_bytes, " bytes (RenderLimits::max_output_bytes)"));
+    }
+    *out_ += text;
+    step(static_cast<int64_t>(text.size() / 16));
+  }
+
+  // Holds one level of evaluation depth while alive.
+  class DepthGuard {
+   public:
+    DepthGuard(int* depth, int max, const char* what) : depth_(depth) {
+      if (++*depth_ > max) {
+        --*depth_;
+        throw RenderError(str_cat(what, " (more than ", max, " levels)"));
+      }
+    }
+    ~DepthGuard() { --*depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    int* depth_;
+  };
+
   void install_builtins() {
     Dict& g = builtins_;
     g.set("namespace", Value::callable("namespace", [](CallArgs& a) {
@@ -210,26 +188,7 @@ class Renderer {
             for (auto& [k, v] : a.keyword) d.set(k, v);
             return Value(std::move(d));
           }));
-    g.set("range", Value::callable("range", [](CallArgs& a) {
-            if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3) {
-              throw RenderError("range() takes 1 to 3 positional arguments");
-            }
-            for (const Value& v : a.positional) {
-              if (!v.is(K::kInt) && !v.is(K::kBool))
-                throw RenderError("range() arguments must be int, not " + v.type_name());
-            }
-            const int64_t start = a.positional.size() > 1 ? a.positional[0].to_int() : 0;
-            const int64_t stop = a.positional.size() > 1 ? a.positional[1].to_int() : a.positional[0].to_int();
-            const int64_t step = a.positional.size() > 2 ? a.positional[2].to_int() : 1;
-            if (step == 0) throw RenderError("range() arg 3 must not be zero");
-            List out;
-            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-              if (static_cast<int64_t>(out.size()) >= kMaxRange)
-                throw RenderError("range() is too big (at most 100000 items)");
-              out.emplace_back(i);
-            }
-            return Value(std::move(out));
-          }));
+    g.set("range", Value::callable("range", [](CallArgs& a) { return make_range(a); }));
     g.set("raise_exception", Value::callable("raise_exception", [](CallArgs& a) -> Value {
             throw_runtime_error(a.positional.empty() ? std::string("raise_exception() called") : a.positional[0].str());
           }));
@@ -264,13 +223,18 @@ class Renderer {
 
   Flow exec(const Stmt& s) {
     line_ = s.line;
+    const DepthGuard guard(&depth_, kMaxEvalDepth, "statements, expressions and macro calls nested too deep");
+    step();
     switch (s.kind) {
       case Stmt::Kind::kText:
-        *out_ += static_cast<const TextStmt&>(s).text;
+        emit(static_cast<const TextStmt&>(s).text);
         return Flow::kNormal;
-      case Stmt::Kind::kOutput:
-        *out_ += eval(*static_cast<const OutputStmt&>(s).expr).str();
+      case Stmt::Kind::kOutput: {
+        const Value v = eval(*static_cast<const OutputStmt&>(s).expr);
+        charge_walk(v);
+        emit(v.str());
         return Flow::kNormal;
+      }
       case Stmt::Kind::kIf: {
         const auto& st = static_cast<const IfStmt&>(s);
         for (const auto& [cond, body] : st.branches) {
@@ -315,10 +279,13 @@ class Renderer {
   }
 
   Flow exec_for(const ForStmt& st) {
-    List items = iterate(eval(*st.iter));
+    const Value iterable = eval(*st.iter);
+    charge_walk(iterable);
+    List items = iterate(iterable);
     if (st.filter) {
       List kept;
       for (Value& item : items) {
+        step();
         Frame f{{}, frame_};
         bind(&f, st.targets, item);
         if (in_frame(&f, nullptr, [&] { return eval(*st.filter); }).truthy()) kept.push_back(std::move(item));
@@ -327,19 +294,32 @@ class Renderer {
     }
     if (items.empty()) return exec_body(st.else_body);
     const auto n = static_cast<int64_t>(items.size());
+    // One cycle() for the whole loop, reading the current index (as Jinja2's single loop object does).
+    const auto index = std::make_shared<int64_t>(0);
+    const Value cycle = Value::callable("cycle", [index](CallArgs& a) {
+      if (a.positional.empty()) throw RenderError("loop.cycle() needs at least one value");
+      return a.positional[static_cast<size_t>(*index) % a.positional.size()];
+    });
     for (int64_t i = 0; i < n; ++i) {
+      step(kLoopIterationSteps);
+      *index = i;
       Frame f{{}, frame_};
       bind(&f, st.targets, items[static_cast<size_t>(i)]);
       Dict loop;
-      loop.items = {{"index0", Value(i)},       {"index", Value(i + 1)},  {"revindex0", Value(n - 1 - i)},
-                    {"revindex", Value(n - i)}, {"first", Value(i == 0)}, {"last", Value(i == n - 1)},
-                    {"length", Value(n)},       {"depth", Value(1)},      {"depth0", Value(0)}};
-      if (i > 0) loop.set("previtem", items[static_cast<size_t>(i - 1)]);
-      if (i + 1 < n) loop.set("nextitem", items[static_cast<size_t>(i + 1)]);
-      loop.set("cycle", Value::callable("cycle", [i](CallArgs& a) {
-                 if (a.positional.empty()) throw RenderError("loop.cycle() needs at least one value");
-                 return a.positional[static_cast<size_t>(i) % a.positional.size()];
-               }));
+      loop.items.reserve(12);
+      auto add = [&loop](const char* key, Value v) { loop.items.emplace_back(key, std::move(v)); };
+      add("index0", Value(i));
+      add("index", Value(i + 1));
+      add("revindex0", Value(n - 1 - i));
+      add("revindex", Value(n - i));
+      add("first", Value(i == 0));
+      add("last", Value(i == n - 1));
+      add("length", Value(n));
+      add("depth", Value(1));
+      add("depth0", Value(0));
+      if (i > 0) add("previtem", items[static_cast<size_t>(i - 1)]);
+      if (i + 1 < n) add("nextitem", items[static_cast<size_t>(i + 1)]);
+      add("cycle", cycle);
       f.vars["loop"] = Value(std::move(loop));
       if (in_frame(&f, nullptr, [&] { return exec_body(st.body); }) == Flow::kBreak) break;
     }
@@ -354,7 +334,7 @@ class Renderer {
       throw RenderError("cannot set attribute '" + st.attribute + "' of '" + st.targets[0] + "' (a " +
                         target.type_name() + "): only namespace() objects have assignable attributes");
     }
-    target.as_namespace().attrs.set(st.attribute, std::move(v));
+    target.as_namespace().set(st.attribute, std::move(v));
   }
 
   void define_macro(const MacroStmt& st) {
@@ -362,7 +342,7 @@ class Renderer {
       if (a.positional.size() > st.params.size()) {
         throw RenderError("macro '" + st.name + "' takes " + std::to_string(st.params.size()) + " arguments");
       }
-      if (++macro_depth_ > kMaxMacroDepth) throw RenderError("macro recursion too deep");
+      const DepthGuard guard(&macro_depth_, kMaxMacroDepth, "macro recursion too deep");
       Frame f{{}, &root_};
       std::string captured;
       in_frame(&f, &captured, [&] {
@@ -381,7 +361,6 @@ class Renderer {
         }
         return exec_body(st.body);
       });
-      --macro_depth_;
       return Value(std::move(captured));
     });
   }
@@ -401,6 +380,8 @@ class Renderer {
       const Value obj = eval(*ga.object);
       args = eval_args(e.args);
       line_ = e.line;
+      charge_walk(obj);
+      charge_walk(args);
       Value result;
       if (call_method(obj, ga.name, args, &result)) return result;
       fn = get_attribute(obj, ga.name);
@@ -411,6 +392,7 @@ class Renderer {
       fn = eval(*e.callee);
       args = eval_args(e.args);
       line_ = e.line;
+      charge_walk(args);
     }
     if (fn.is(K::kCallable)) return fn.as_callable().fn(args);
     if (fn.is_undefined()) undefined_error(fn);
@@ -418,6 +400,13 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    const DepthGuard guard(&depth_, kMaxEvalDepth, "statements, expressions and macro calls nested too deep");
+    Value v = eval_node(e);
+    charge(v);
+    return v;
+  }
+
+  Value eval_node(const Expr& e) {
     line_ = e.line;
     switch (e.kind) {
       case Expr::Kind::kLiteral:
@@ -456,6 +445,7 @@ class Renderer {
         const Value start = s.start ? eval(*s.start) : Value(nullptr);
         const Value stop = s.stop ? eval(*s.stop) : Value(nullptr);
         const Value step = s.step ? eval(*s.step) : Value(nullptr);
+        charge_walk(obj);
         return get_slice(obj, &start, &stop, &step);
       }
       case Expr::Kind::kCall:
@@ -465,6 +455,9 @@ class Renderer {
         const Value v = eval(*f.object);
         CallArgs args = eval_args(f.args);
         line_ = e.line;
+        // length and default do not walk their input; the others may.
+        if (f.name != "length" && f.name != "count" && f.name != "default" && f.name != "d") charge_walk(v);
+        charge_walk(args);
         return apply_filter(f.name, v, args);
       }
       case Expr::Kind::kTest: {
@@ -472,18 +465,15 @@ class Renderer {
         const Value v = eval(*t.object);
         CallArgs args = eval_args(t.args);
         line_ = e.line;
+        charge_walk(v);
+        charge_walk(args);
         return Value(apply_test(t.name, v, args) != t.negated);
       }
       case Expr::Kind::kUnary: {
         const auto& u = static_cast<const UnaryExpr&>(e);
         const Value v = eval(*u.operand);
-        if (u.op == UnaryOp::kNot) return Value(!v.truthy());
-        if (v.is_undefined()) undefined_error(v);
-        if (!v.is_number())
-          throw RenderError("bad operand type for unary " + std::string(u.op == UnaryOp::kNeg ? "-" : "+") + ": '" +
-                            v.type_name() + "'");
-        if (u.op == UnaryOp::kPos) return v.is(K::kFloat) ? v : Value(v.to_int());
-        return v.is(K::kFloat) ? Value(-v.as_float()) : Value(-v.to_int());
+        line_ = e.line;
+        return unary_operator(u.op, v);
       }
       case Expr::Kind::kBinary: {
         const auto& b = static_cast<const BinaryExpr&>(e);
@@ -492,8 +482,19 @@ class Renderer {
         if (b.op == BinaryOp::kOr) return left.truthy() ? left : eval(*b.right);
         const Value right = eval(*b.right);
         line_ = e.line;
-        if (b.op == BinaryOp::kConcat) return Value(left.str() + right.str());
-        return arithmetic(b.op, left, right);
+        charge_walk(left);
+        charge_walk(right);
+        if (b.op == BinaryOp::kConcat) {
+          std::string joined = left.str();
+          const std::string r = right.str();
+          if (joined.size() + r.size() > limits_.max_output_bytes) {
+            throw RenderError(str_cat("a string longer than the output limit (", limits_.max_output_bytes,
+                                      " bytes, RenderLimits::max_output_bytes)"));
+          }
+          joined += r;
+          return Value(std::move(joined));
+        }
+        return binary_operator(b.op, left, right, limits_.max_output_bytes);
       }
       case Expr::Kind::kCompare: {
         const auto& c = static_cast<const CompareExpr&>(e);
@@ -501,6 +502,8 @@ class Renderer {
         for (const auto& [op, expr] : c.rest) {
           Value right = eval(*expr);
           line_ = e.line;
+          charge_walk(left);
+          charge_walk(right);
           if (!compare(op, left, right)) return Value(false);
           left = std::move(right);
         }
@@ -515,6 +518,11 @@ class Renderer {
     return Value();
   }
 
+  const RenderLimits& limits_;
+  int64_t steps_ = 0;
+  int64_t next_check_ = kCheckInterval;
+  std::optional<Clock::time_point> deadline_;
+  int depth_ = 0;  // statements and expressions being evaluated
   Dict builtins_;
   Frame root_;
   Frame* frame_ = &root_;
@@ -525,6 +533,8 @@ class Renderer {
 
 }  // namespace
 
-std::string render_template(const Template& t, const Dict& globals) { return Renderer(globals).render(t); }
+std::string render_template(const Template& t, const Dict& globals, const RenderLimits& limits) {
+  return Renderer(globals, limits).render(t);
+}
 
 }  // namespace pagoda::jinja

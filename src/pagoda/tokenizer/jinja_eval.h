@@ -11,12 +11,14 @@
 
 #include <string>
 
+#include "pagoda/tokenizer/chat_template.h"
 #include "pagoda/tokenizer/jinja_ast.h"
 
 namespace pagoda::jinja {
 
-// Throws pagoda::Error (kRuntime) "chat template line N: ..." when rendering fails, or raise_exception's
-// message unchanged.
-std::string render_template(const Template& t, const Dict& globals);
+// Throws pagoda::Error (kRuntime) "chat template line N: ..." when rendering fails or passes one of `limits`
+// (the input depth is the caller's to check, in Value::from_json), "chat template: rendering cancelled" or
+// "... time limit ..." when stopped, or raise_exception's message unchanged.
+std::string render_template(const Template& t, const Dict& globals, const RenderLimits& limits = {});
 
 }  // namespace pagoda::jinja

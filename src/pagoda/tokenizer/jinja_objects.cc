@@ -82,7 +82,7 @@ bool string_method(const std::string& s, std::string_view name, CallArgs& args, 
       if (key == "sep")
         sep = v.is_none() ? std::nullopt : std::optional<std::string>(string_arg(name, v));
       else if (key == "maxsplit")
-        maxsplit = v.to_int();
+        maxsplit = int_arg(name, CallArgs{{v}, {}}, 0, -1);
       else
         throw RenderError(str_cat(name, "() got an unexpected keyword argument '", key, "'"));
     }
@@ -127,7 +127,9 @@ bool string_method(const std::string& s, std::string_view name, CallArgs& args, 
     std::string out;
     bool first = true;
     for (const Value& item : iterate(args.positional[0])) {
-      out += (first ? "" : s) + string_arg("join", item);
+      if (!first) out += s;
+      out += string_arg("join", item);
+      check_string_size(out.size());
       first = false;
     }
     *result = Value(out);
@@ -245,12 +247,14 @@ Value get_slice(const Value& obj, const Value* start, const Value* stop, const V
   const int64_t e = adjust(bound(stop), st > 0 ? n : -1);
   std::u32string out_cps;
   List out_items;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+  // b and e lie in [-1, n], so i stays in range; a step past INT64_MAX - i ends the slice.
+  for (int64_t i = b; st > 0 ? i < e : i > e;) {
     if (is_string) {
       out_cps.push_back(cps[static_cast<size_t>(i)]);
     } else {
       out_items.push_back(obj.as_list()[static_cast<size_t>(i)]);
     }
+    if (__builtin_add_overflow(i, st, &i)) break;
   }
   return is_string ? Value(from_code_points(out_cps)) : Value(std::move(out_items));
 }
@@ -295,8 +299,11 @@ List iterate(const Value& v) {
       return keys;
     }
     case K::kString: {
+      const std::u32string cps = to_code_points(v.as_string());
+      check_list_size(cps.size());
       List chars;
-      for (char32_t c : to_code_points(v.as_string())) chars.emplace_back(char_string(c));
+      chars.reserve(cps.size());
+      for (char32_t c : cps) chars.emplace_back(char_string(c));
       return chars;
     }
     case K::kNone:

@@ -38,6 +38,9 @@ std::string describe(const Token& t) {
 // Deeper nesting (of blocks or of brackets and unary operators) is refused, so that a hostile template
 // cannot overflow the stack of the recursive parser and renderer.
 constexpr int kMaxNesting = 200;
+// Taller expressions are refused: chains of operators, filters, attributes and calls (a + a + ... + a,
+// x.a.b.c..., x|f|f|f) nest without brackets. Real templates stay under 20.
+constexpr int kMaxExprHeight = 256;
 
 class Parser {
  public:
@@ -287,7 +290,7 @@ class Parser {
       if (!starts_expression()) break;  // trailing comma
       tuple->items.push_back(with_condexpr ? parse_expression() : parse_or());
     }
-    return tuple;
+    return done(std::move(tuple));
   }
 
   bool starts_expression() const {
@@ -316,7 +319,7 @@ class Parser {
         next();
         otherwise = parse_expression();
       }
-      e = std::make_unique<CondExpr>(line, std::move(cond), std::move(e), std::move(otherwise));
+      e = done(std::make_unique<CondExpr>(line, std::move(cond), std::move(e), std::move(otherwise)));
     }
     return e;
   }
@@ -326,7 +329,8 @@ class Parser {
     while (is_name("or")) {
       const int line = cur().line;
       next();
-      e = std::make_unique<BinaryExpr>(line, BinaryOp::kOr, std::move(e), parse_and());
+      ExprPtr right = parse_and();
+      e = done(std::make_unique<BinaryExpr>(line, BinaryOp::kOr, std::move(e), std::move(right)));
     }
     return e;
   }
@@ -336,7 +340,8 @@ class Parser {
     while (is_name("and")) {
       const int line = cur().line;
       next();
-      e = std::make_unique<BinaryExpr>(line, BinaryOp::kAnd, std::move(e), parse_not());
+      ExprPtr right = parse_not();
+      e = done(std::make_unique<BinaryExpr>(line, BinaryOp::kAnd, std::move(e), std::move(right)));
     }
     return e;
   }
@@ -346,7 +351,7 @@ class Parser {
       const int line = cur().line;
       next();
       NestingGuard guard(this);
-      return std::make_unique<UnaryExpr>(line, UnaryOp::kNot, parse_not());
+      return done(std::make_unique<UnaryExpr>(line, UnaryOp::kNot, parse_not()));
     }
     return parse_compare();
   }
@@ -381,7 +386,7 @@ class Parser {
       if (!cmp) cmp = std::make_unique<CompareExpr>(line, std::move(first));
       cmp->rest.emplace_back(op, parse_arithmetic());
     }
-    if (cmp) return cmp;
+    if (cmp) return done(std::move(cmp));
     return first;
   }
 
@@ -404,7 +409,8 @@ class Parser {
       if (it == ops.end()) return e;
       const int line = cur().line;
       next();
-      e = std::make_unique<BinaryExpr>(line, it->second, std::move(e), operand());
+      ExprPtr right = operand();
+      e = done(std::make_unique<BinaryExpr>(line, it->second, std::move(e), std::move(right)));
     }
   }
 
@@ -415,7 +421,7 @@ class Parser {
     if (is_op("-") || is_op("+")) {
       const UnaryOp op = is_op("-") ? UnaryOp::kNeg : UnaryOp::kPos;
       next();
-      e = std::make_unique<UnaryExpr>(line, op, parse_unary(false));
+      e = done(std::make_unique<UnaryExpr>(line, op, parse_unary(false)));
     } else {
       e = parse_primary();
     }
@@ -466,7 +472,7 @@ class Parser {
             list->items.push_back(parse_expression());
             if (!is_op("]")) expect_op(",");
           }
-          return list;
+          return done(std::move(list));
         }
         if (skip_op("{")) {
           auto dict = std::make_unique<DictExpr>(line);
@@ -476,7 +482,7 @@ class Parser {
             dict->items.emplace_back(std::move(key), parse_expression());
             if (!is_op("}")) expect_op(",");
           }
-          return dict;
+          return done(std::move(dict));
         }
         break;
       default:
@@ -490,17 +496,19 @@ class Parser {
       const int line = cur().line;
       if (skip_op(".")) {
         if (cur().kind == TokenKind::kInt) {  // x.0 is x[0]
-          e = std::make_unique<GetitemExpr>(line, std::move(e), std::make_unique<LiteralExpr>(line, cur().int_value));
+          e = done(
+              std::make_unique<GetitemExpr>(line, std::move(e), std::make_unique<LiteralExpr>(line, cur().int_value)));
           next();
         } else {
-          e = std::make_unique<GetattrExpr>(line, std::move(e), expect_name("an attribute name after '.'"));
+          std::string name = expect_name("an attribute name after '.'");
+          e = done(std::make_unique<GetattrExpr>(line, std::move(e), std::move(name)));
         }
       } else if (skip_op("[")) {
         e = parse_subscript(line, std::move(e));
       } else if (is_op("(")) {
         auto call = std::make_unique<CallExpr>(line, std::move(e));
         parse_args(&call->args);
-        e = std::move(call);
+        e = done(std::move(call));
       } else {
         return e;
       }
@@ -511,7 +519,7 @@ class Parser {
     ExprPtr start;
     if (!is_op(":")) {
       start = parse_expression();
-      if (skip_op("]")) return std::make_unique<GetitemExpr>(line, std::move(object), std::move(start));
+      if (skip_op("]")) return done(std::make_unique<GetitemExpr>(line, std::move(object), std::move(start)));
     }
     auto slice = std::make_unique<SliceExpr>(line, std::move(object));
     slice->start = std::move(start);
@@ -519,7 +527,7 @@ class Parser {
     if (!is_op(":") && !is_op("]")) slice->stop = parse_expression();
     if (skip_op(":") && !is_op("]")) slice->step = parse_expression();
     expect_op("]");
-    return slice;
+    return done(std::move(slice));
   }
 
   // ( a, b, key=c )
@@ -557,7 +565,7 @@ class Parser {
         const std::string name = dotted_name("a filter name after '|'");
         auto f = std::make_unique<FilterExpr>(line, std::move(e), name);
         if (is_op("(")) parse_args(&f->args);
-        e = std::move(f);
+        e = done(std::move(f));
       } else if (is_name("is")) {
         next();
         const bool negated = is_name("not");
@@ -573,15 +581,25 @@ class Parser {
           if (is_name("is")) throw_syntax_error(cur().line, "tests cannot be chained with 'is'");
           t->args.positional.push_back(parse_postfix(parse_primary()));  // x is divisibleby 3
         }
-        e = std::move(t);
+        e = done(std::move(t));
       } else if (is_op("(")) {
         auto call = std::make_unique<CallExpr>(line, std::move(e));
         parse_args(&call->args);
-        e = std::move(call);
+        e = done(std::move(call));
       } else {
         return e;
       }
     }
+  }
+
+  // Sets a finished node's height from its children; throws past kMaxExprHeight.
+  template <typename T>
+  std::unique_ptr<T> done(std::unique_ptr<T> e) {
+    e->height = children_height(*e) + 1;
+    if (e->height > kMaxExprHeight) {
+      throw_syntax_error(e->line, str_cat("expression nested deeper than ", kMaxExprHeight, " levels"));
+    }
+    return e;
   }
 
   // Counts one level of recursion while alive.

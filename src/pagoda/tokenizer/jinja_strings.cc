@@ -22,6 +22,13 @@ bool is_line_break(char32_t c) {
          c == 0x2029;
 }
 
+// Appends one piece of a split, within kMaxListItems (a split of a big string makes one list item per
+// separator).
+void add_part(std::vector<std::string>* parts, std::string part) {
+  check_list_size(parts->size() + 1);
+  parts->push_back(std::move(part));
+}
+
 }  // namespace
 
 std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
@@ -47,10 +54,10 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       size_t pos = 0;
       for (size_t hit; (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) &&
                        (hit = s.find(*sep, pos)) != std::string_view::npos;) {
-        parts.emplace_back(s.substr(pos, hit - pos));
+        add_part(&parts, std::string(s.substr(pos, hit - pos)));
         pos = hit + sep->size();
       }
-      parts.emplace_back(s.substr(pos));
+      add_part(&parts, std::string(s.substr(pos)));
       return parts;
     }
     size_t end = s.size();
@@ -58,10 +65,10 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       if (end < sep->size()) break;
       const size_t hit = s.rfind(*sep, end - sep->size());
       if (hit == std::string_view::npos) break;
-      parts.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
+      add_part(&parts, std::string(s.substr(hit + sep->size(), end - hit - sep->size())));
       end = hit;
     }
-    parts.emplace_back(s.substr(0, end));
+    add_part(&parts, std::string(s.substr(0, end)));
     std::reverse(parts.begin(), parts.end());
     return parts;
   }
@@ -80,7 +87,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
     }
     std::u32string part = cps.substr(i, j - i);
     if (from_right) std::reverse(part.begin(), part.end());
-    parts.push_back(from_code_points(part));
+    add_part(&parts, from_code_points(part));
     i = j;
   }
   if (from_right) std::reverse(parts.begin(), parts.end());
@@ -93,11 +100,11 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   size_t start = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
     if (!is_line_break(cps[i])) continue;
-    lines.push_back(from_code_points(std::u32string_view(cps).substr(start, i - start)));
+    add_part(&lines, from_code_points(std::u32string_view(cps).substr(start, i - start)));
     if (cps[i] == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
     start = i + 1;
   }
-  if (start < cps.size()) lines.push_back(from_code_points(std::u32string_view(cps).substr(start)));
+  if (start < cps.size()) add_part(&lines, from_code_points(std::u32string_view(cps).substr(start)));
   return lines;
 }
 
@@ -112,6 +119,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
         ++done;
       }
       out += from_code_points(std::u32string_view(&c, 1));
+      check_string_size(out.size());
     }
     if (count < 0 || done < count) out += repl;
     return out;
@@ -120,6 +128,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   for (size_t hit; (count < 0 || done < count) && (hit = s.find(old, pos)) != std::string_view::npos; ++done) {
     out.append(s.substr(pos, hit - pos));
     out.append(repl);
+    check_string_size(out.size());
     pos = hit + old.size();
   }
   out.append(s.substr(pos));

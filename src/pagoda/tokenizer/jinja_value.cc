@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "pagoda/core/strings.h"
 #include "pagoda/tokenizer/jinja_strings.h"
@@ -14,56 +13,88 @@ namespace pagoda::jinja {
 using tokenizer_detail::utf8_append;
 using tokenizer_detail::utf8_decode;
 
-Value::Value(List items) : v_(std::make_shared<const List>(std::move(items))) {}
-Value::Value(Dict items) : v_(std::make_shared<const Dict>(std::move(items))) {}
+void check_string_size(size_t bytes) {
+  if (bytes > kMaxStringBytes) throw RenderError(str_cat("string longer than ", kMaxStringBytes, " bytes"));
+}
+
+void check_list_size(size_t items) {
+  if (items > kMaxListItems) throw RenderError(str_cat("list longer than ", kMaxListItems, " items"));
+}
+
+Nesting nesting_of(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kList:
+      return v.as_list().nesting;
+    case Value::Kind::kDict:
+      return v.as_dict().nesting;
+    case Value::Kind::kNamespace:
+      return Nesting{v.as_namespace().attrs.nesting.depth, true, 1};
+    case Value::Kind::kString:
+      return Nesting{0, false, 1 + v.as_string().size() / 16};
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat:
+    case Value::Kind::kCallable:
+      break;
+  }
+  return Nesting{0, false, 1};
+}
+
+namespace {
+
+// Folds a child into its container's nesting; throws past kMaxValueDepth.
+void add_child(const Value& child, Nesting* n) {
+  const Nesting c = nesting_of(child);
+  n->depth = std::max(n->depth, c.depth + 1);
+  n->holds_namespace |= c.holds_namespace;
+  if (__builtin_add_overflow(n->weight, c.weight, &n->weight)) n->weight = UINT64_MAX;
+  if (n->depth > kMaxValueDepth) {
+    throw RenderError(str_cat("lists, dicts and namespaces nested deeper than ", kMaxValueDepth, " levels"));
+  }
+}
+
+Nesting dict_nesting(const Dict& d) {
+  Nesting n;
+  for (const auto& [k, v] : d.items) add_child(v, &n);
+  return n;
+}
+
+}  // namespace
+
+Value::Value(List items) {
+  items.nesting = Nesting{};
+  for (const Value& v : items) add_child(v, &items.nesting);
+  v_ = std::make_shared<const List>(std::move(items));
+}
+
+Value::Value(Dict items) {
+  items.nesting = dict_nesting(items);
+  v_ = std::make_shared<const Dict>(std::move(items));
+}
 
 Value Value::make_namespace(Dict attrs) {
+  attrs.nesting = dict_nesting(attrs);
   Value v;
   v.v_ = std::make_shared<Namespace>(Namespace{std::move(attrs)});
   return v;
+}
+
+void Namespace::set(std::string name, Value v) {
+  Nesting n = attrs.nesting;
+  add_child(v, &n);
+  if (n.holds_namespace) {
+    throw RenderError("a namespace attribute cannot hold a namespace (or a list or dict holding one)");
+  }
+  attrs.nesting.depth = n.depth;
+  attrs.set(std::move(name), std::move(v));
 }
 
 Value Value::callable(std::string name, std::function<Value(CallArgs&)> fn) {
   Value v;
   v.v_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)});
   return v;
-}
-
-Value Value::from_json(const nlohmann::ordered_json& j) {
-  using T = nlohmann::ordered_json::value_t;
-  switch (j.type()) {
-    case T::null:
-      return Value(nullptr);
-    case T::boolean:
-      return Value(j.get<bool>());
-    case T::number_integer:
-      return Value(j.get<int64_t>());
-    case T::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
-      if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
-      return Value(static_cast<double>(u));
-    }
-    case T::number_float:
-      return Value(j.get<double>());
-    case T::string:
-      return Value(j.get<std::string>());
-    case T::array: {
-      List items;
-      items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return Value(std::move(items));
-    }
-    case T::object: {
-      Dict d;
-      d.items.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d.items.emplace_back(k, from_json(e));
-      return Value(std::move(d));
-    }
-    case T::binary:
-    case T::discarded:
-      break;
-  }
-  throw RenderError(str_cat("a JSON ", j.type_name(), " value cannot be passed to a template"));
 }
 
 double Value::to_double() const {
@@ -110,7 +141,14 @@ std::string repr_string(const std::string& s) {
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
   std::string out(1, quote);
+  out.reserve(s.size() + 2);
   for (size_t pos = 0; pos < s.size();) {
+    const auto byte = static_cast<unsigned char>(s[pos]);
+    if (byte >= 0x20 && byte < 0x7F && byte != static_cast<unsigned char>(quote) && byte != '\\') {
+      out.push_back(static_cast<char>(byte));  // printable ASCII, the common case, without decoding
+      ++pos;
+      continue;
+    }
     char32_t c;
     const size_t len = utf8_decode(s, pos, &c);
     if (c == static_cast<char32_t>(quote) || c == '\\') {
@@ -150,37 +188,67 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  std::string out;
+  repr_into(&out);
+  return out;
+}
+
+// Appends; the size check after each element bounds a list that holds one big value many times.
+void Value::repr_into(std::string* out) const {
+  auto dict_into = [out](const Dict& d) {
+    *out += "{";
+    bool first = true;
+    for (const auto& [k, v] : d.items) {
+      *out += (first ? "" : ", ") + repr_string(k) + ": ";
+      first = false;
+      v.repr_into(out);
+      check_string_size(out->size());
+    }
+    *out += "}";
+  };
   switch (kind()) {
     case Kind::kUndefined:
-      return "Undefined";
+      *out += "Undefined";
+      break;
     case Kind::kNone:
-      return "None";
+      *out += "None";
+      break;
     case Kind::kBool:
-      return as_bool() ? "True" : "False";
+      *out += as_bool() ? "True" : "False";
+      break;
     case Kind::kInt:
-      return std::to_string(as_int());
+      *out += std::to_string(as_int());
+      break;
     case Kind::kFloat:
-      return py_float_repr(as_float());
+      *out += py_float_repr(as_float());
+      break;
     case Kind::kString:
-      return repr_string(as_string());
+      *out += repr_string(as_string());
+      break;
     case Kind::kList: {
       const List& items = as_list();
-      std::string out = items.is_tuple ? "(" : "[";
-      for (const Value& v : items) out += (out.size() > 1 ? ", " : "") + v.repr();
-      if (items.is_tuple) return out + (items.size() == 1 ? ",)" : ")");
-      return out + "]";
+      *out += items.is_tuple ? "(" : "[";
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) *out += ", ";
+        items[i].repr_into(out);
+        check_string_size(out->size());
+      }
+      *out += items.is_tuple ? (items.size() == 1 ? ",)" : ")") : "]";
+      break;
     }
-    case Kind::kDict: {
-      std::string out = "{";
-      for (const auto& [k, v] : as_dict().items) out += (out.size() > 1 ? ", " : "") + repr_string(k) + ": " + v.repr();
-      return out + "}";
-    }
+    case Kind::kDict:
+      dict_into(as_dict());
+      break;
     case Kind::kNamespace:
-      return "<Namespace " + Value(as_namespace().attrs).repr() + ">";
+      *out += "<Namespace ";
+      dict_into(as_namespace().attrs);
+      *out += ">";
+      break;
     case Kind::kCallable:
-      return "<function " + as_callable().name + ">";
+      *out += "<function " + as_callable().name + ">";
+      break;
   }
-  return "";
+  check_string_size(out->size());
 }
 
 std::string Value::type_name() const {
@@ -332,156 +400,20 @@ std::string py_float_repr(double d) {
         out += digits.substr(0, int_digits) + "." + digits.substr(int_digits);
       }
     } else {
-      out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+      out += "0.";
+      out.append(static_cast<size_t>(-exp - 1), '0');
+      out += digits;
     }
     return out;
   }
   out += digits[0];
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1, std::string::npos);
+  }
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
   return out + exp_buf;
-}
-
-namespace {
-
-void json_string(const std::string& s, bool ensure_ascii, std::string* out) {
-  out->push_back('"');
-  char buf[16];
-  for (size_t pos = 0; pos < s.size();) {
-    const auto b = static_cast<unsigned char>(s[pos]);
-    if (b >= 0x80 && ensure_ascii) {
-      char32_t c;
-      pos += utf8_decode(s, pos, &c);
-      auto hex = [&](unsigned u) {
-        std::snprintf(buf, sizeof(buf), "\\u%04x", u);
-        *out += buf;
-      };
-      if (c >= 0x10000) {
-        hex(0xD800 + ((c - 0x10000) >> 10));
-        hex(0xDC00 + ((c - 0x10000) & 0x3FF));
-      } else {
-        hex(c);
-      }
-      continue;
-    }
-    ++pos;
-    switch (b) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      case '\b':
-        *out += "\\b";
-        break;
-      case '\f':
-        *out += "\\f";
-        break;
-      default:
-        if (b < 0x20 || (b == 0x7F && ensure_ascii)) {
-          std::snprintf(buf, sizeof(buf), "\\u%04x", b);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(b));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-void json_dump(const Value& v, const JsonDumpOptions& o, int level, std::string* out) {
-  using K = Value::Kind;
-  auto newline = [&](int lvl) {
-    out->push_back('\n');
-    for (int i = 0; i < lvl; ++i) *out += o.indent;
-  };
-  switch (v.kind()) {
-    case K::kNone:
-      *out += "null";
-      return;
-    case K::kBool:
-      *out += v.as_bool() ? "true" : "false";
-      return;
-    case K::kInt:
-      *out += std::to_string(v.as_int());
-      return;
-    case K::kFloat: {
-      const double d = v.as_float();
-      if (std::isnan(d)) {
-        *out += "NaN";
-      } else if (std::isinf(d)) {
-        *out += d > 0 ? "Infinity" : "-Infinity";
-      } else {
-        *out += py_float_repr(d);
-      }
-      return;
-    }
-    case K::kString:
-      json_string(v.as_string(), o.ensure_ascii, out);
-      return;
-    case K::kList: {
-      const List& items = v.as_list();
-      if (items.empty()) {
-        *out += "[]";
-        return;
-      }
-      out->push_back('[');
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) *out += o.item_separator;
-        if (o.has_indent) newline(level + 1);
-        json_dump(items[i], o, level + 1, out);
-      }
-      if (o.has_indent) newline(level);
-      out->push_back(']');
-      return;
-    }
-    case K::kDict: {
-      std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.as_dict().items) items.push_back(&kv);
-      if (o.sort_keys) {
-        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
-      }
-      if (items.empty()) {
-        *out += "{}";
-        return;
-      }
-      out->push_back('{');
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) *out += o.item_separator;
-        if (o.has_indent) newline(level + 1);
-        json_string(items[i]->first, o.ensure_ascii, out);
-        *out += o.key_separator;
-        json_dump(items[i]->second, o, level + 1, out);
-      }
-      if (o.has_indent) newline(level);
-      out->push_back('}');
-      return;
-    }
-    case K::kUndefined:
-    case K::kNamespace:
-    case K::kCallable:
-      break;
-  }
-  throw RenderError(str_cat("Object of type ", v.type_name(), " is not JSON serializable"));
-}
-
-}  // namespace
-
-std::string json_dumps(const Value& v, const JsonDumpOptions& options) {
-  std::string out;
-  json_dump(v, options, 0, &out);
-  return out;
 }
 
 std::u32string to_code_points(std::string_view s) {

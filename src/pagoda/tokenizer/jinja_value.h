@@ -26,6 +26,19 @@ class RenderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bounds on every value, whatever the render's limits (RenderLimits in chat_template.h bounds the output,
+// the steps and the input nesting; these bound what one operation can build before the renderer sees it):
+// str(), repr(), json_dumps and the string builtins stop at kMaxStringBytes, the list builtins at
+// kMaxListItems, and lists, dicts and namespaces nest at most kMaxValueDepth deep, so that printing,
+// comparing, copying and freeing a value recurse a bounded number of levels.
+inline constexpr size_t kMaxStringBytes = size_t{64} << 20;
+inline constexpr size_t kMaxListItems = size_t{1} << 20;
+inline constexpr int kMaxValueDepth = 256;
+
+// Throw RenderError naming the bound when a string of `bytes` or a list of `items` would exceed it.
+void check_string_size(size_t bytes);
+void check_list_size(size_t items);
+
 class Value;
 struct List;
 struct Dict;
@@ -56,8 +69,9 @@ class Value {
   static Value undefined(std::string name) { return Value(Undefined{std::move(name)}); }
   static Value make_namespace(Dict attrs);
   static Value callable(std::string name, std::function<Value(CallArgs&)> fn);
-  // JSON -> Value: objects become dicts (in the json's key order), arrays lists.
-  static Value from_json(const nlohmann::ordered_json& j);
+  // JSON -> Value: objects become dicts (in the json's key order), arrays lists. Throws RenderError "input
+  // nested deeper than N levels" past `max_depth` (at most kMaxValueDepth) levels of arrays and objects.
+  static Value from_json(const nlohmann::ordered_json& j, int max_depth = kMaxValueDepth);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool is(Kind k) const { return kind() == k; }
@@ -83,8 +97,9 @@ class Value {
   int64_t to_int() const { return is(Kind::kBool) ? int64_t{as_bool()} : as_int(); }
 
   bool truthy() const;
-  std::string str() const;   // Python str(); Undefined gives ""
-  std::string repr() const;  // Python repr()
+  // Python str() and repr(); Undefined's str() is "". Throw RenderError past kMaxStringBytes.
+  std::string str() const;
+  std::string repr() const;
   // Python's type name, for messages: 'NoneType', 'int', 'str', ...
   std::string type_name() const;
   // Same object (Python `is`): equal scalars, or the same list/dict/namespace instance.
@@ -92,9 +107,19 @@ class Value {
 
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
+  void repr_into(std::string* out) const;
   std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string, std::shared_ptr<const List>,
                std::shared_ptr<const Dict>, std::shared_ptr<Namespace>, std::shared_ptr<const Callable>>
       v_;
+};
+
+// What a list, dict or namespace holds, set when it becomes a Value (which checks depth <= kMaxValueDepth).
+struct Nesting {
+  int depth = 1;                 // 1 + the deepest list, dict or namespace inside
+  bool holds_namespace = false;  // a namespace anywhere inside (never stored into a namespace: no cycles)
+  // The work of walking it (comparing, printing): the nodes of the tree it expands to, shared parts counted
+  // each time they appear, plus a node per 16 bytes of string; saturates. Namespaces count as one node.
+  uint64_t weight = 1;
 };
 
 // A Python list, or a tuple (which only prints differently: (1, 2), ('a',)). JSON gives lists; tuples come
@@ -102,18 +127,28 @@ class Value {
 struct List : std::vector<Value> {
   using std::vector<Value>::vector;
   bool is_tuple = false;
+  Nesting nesting;
 };
 
 // An insertion-ordered str -> Value map (Python dict). Lookups are linear: template dicts are small.
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
+  Nesting nesting;
   const Value* find(std::string_view key) const;
   void set(std::string key, Value v);  // replaces in place, or appends
 };
 
+// The one mutable object. Its nesting only grows; a list that held it before an assignment may count it as
+// shallower than it now is, but an assigned value holds no namespace, so that error is at most one
+// kMaxValueDepth and the true depth stays below 2 * kMaxValueDepth + 1.
 struct Namespace {
   Dict attrs;
+  // ns.name = v: throws RenderError when v is or holds a namespace (which could make a cycle).
+  void set(std::string name, Value v);
 };
+
+// The nesting of a value: depth 0 and weight 1 for scalars (more for long strings).
+Nesting nesting_of(const Value& v);
 
 struct CallArgs {
   std::vector<Value> positional;
@@ -134,6 +169,7 @@ bool less_than(const Value& a, const Value& b);
 
 // json.dumps(v, ensure_ascii=..., indent=..., separators=..., sort_keys=...). Throws RenderError for values
 // JSON cannot hold (Undefined, namespaces, callables).
+// Throws RenderError when the text would pass kMaxStringBytes.
 struct JsonDumpOptions {
   bool has_indent = false;
   std::string indent;          // per level, when has_indent
