@@ -101,6 +101,13 @@ TEST(OpenAiRequest, IntegersAreCheckedBeforeNarrowing) {
   EXPECT_EQ(refusal(completion(R"("max_tokens": 4294967297)")).param, "prompt");  // over the context length
   EXPECT_EQ(refusal(completion(R"("max_tokens": -4294967295)")).message, "'max_tokens' must be >= 1, got -4294967295");
   EXPECT_EQ(refusal(completion(R"("logprobs": 4294967297)")).message, "'logprobs' must be in [0, 20], got 4294967297");
+  // len + max_tokens once overflowed past the context check and narrowed to -1.
+  for (const char* big : {"9223372036854775807", "9223372036854775806", "2147483648"}) {
+    ApiError e = refusal(completion(std::string(R"("max_tokens": )") + big));
+    EXPECT_EQ(e.param, "prompt") << big;
+    EXPECT_NE(e.message.find("you requested more than 256 tokens"), std::string::npos) << e.message;
+    EXPECT_EQ(refusal(chat_body(std::string(R"("max_completion_tokens": )") + big), true).param, "messages");
+  }
   EXPECT_EQ(refusal(completion(R"("n": 18446744073709551615)")).message,
             "'n' is out of range: 18446744073709551615 does not fit in 64 bits");
   EXPECT_EQ(refusal(completion(R"("seed": 1e300)")).param, "seed");

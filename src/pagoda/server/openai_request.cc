@@ -153,6 +153,12 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+// Messages of the parser and the template can quote the input they stopped at: keep them short.
+std::string clip(std::string_view s) {
+  constexpr size_t kMax = 300;
+  return s.size() <= kMax ? std::string(s) : str_cat(s.substr(0, kMax), "...");
+}
+
 // --- Typed fields: each reads one value with the JSON type it must have.
 
 [[noreturn]] void wrong_type(const char* name, const char* want, const Json& v) {
@@ -262,7 +268,7 @@ Json parse_body(const std::string& text) {
   try {
     body = Json::parse(text);
   } catch (const std::exception& e) {
-    bad_request(str_cat("Invalid JSON in the request body: ", e.what()));
+    bad_request(str_cat("Invalid JSON in the request body: ", clip(e.what())));
   }
   if (!body.is_object()) bad_request(str_cat("the request body must be a JSON object, got ", json_type_name(body)));
   return body;
@@ -367,7 +373,7 @@ std::vector<int32_t> chat_prompt(const Json& body, const ServedModel& model, boo
   try {
     text = model.chat_template->render(*msgs, Json(), o.add_generation_prompt, kwargs, bos, eos);
   } catch (const Error& e) {
-    bad_request(str_cat("chat template: ", e.what()), "messages");
+    bad_request(str_cat("chat template: ", clip(e.what())), "messages");
   }
   if (o.continue_final_message) {
     // As vLLM: the rendering up to the end of the final message's text, so the model continues it.
@@ -541,11 +547,13 @@ CompletionJob parse_completion_request(const std::string& text, bool chat, const
   for (const auto& ids : prompts) {
     const int64_t len = int64_t(ids.size());
     if (len == 0) bad_request("the prompt is empty (no tokens)", prompt_param);
-    if (len >= model.max_model_len || (max_tokens && len + *max_tokens > model.max_model_len))
+    // max_tokens - (max_model_len - len), not len + max_tokens: max_tokens may be near INT64_MAX.
+    if (len >= model.max_model_len || (max_tokens && *max_tokens > model.max_model_len - len))
       bad_request(str_cat("This model's maximum context length is ", model.max_model_len, " tokens. However, you requested ",
-                          len + max_tokens.value_or(0), " tokens (", len, " in the ", prompt_param, ", ",
-                          max_tokens.value_or(0), " in the completion). Please reduce the length of the ", prompt_param,
-                          " or completion."),
+                          max_tokens && *max_tokens > model.max_model_len ? str_cat("more than ", model.max_model_len)
+                                                                          : str_cat(len + max_tokens.value_or(0)),
+                          " tokens (", len, " in the ", prompt_param, ", ", max_tokens.value_or(0),
+                          " in the completion). Please reduce the length of the ", prompt_param, " or completion."),
                   prompt_param);
     // Without max_tokens a generation may run to the context length. Each term <= max_model_len: no overflow.
     total_tokens += int64_t(job.n) * (len + max_tokens.value_or(model.max_model_len - len));
