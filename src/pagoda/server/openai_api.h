@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -70,6 +71,10 @@ struct RequestField {
   const char* off[3];           // JSON texts of the off values besides null
 };
 std::span<const RequestField> request_fields();
+// The field `name` of the endpoint, or null when the table has none.
+const RequestField* find_request_field(std::string_view name, bool chat);
+// Whether `value` is null or one of f.off (best_of's "equal to n" is the caller's).
+bool request_field_is_off(const RequestField& f, const nlohmann::ordered_json& value);
 
 // "an integer", "an array", ...: how error messages name a value's JSON type (never its text).
 const char* json_type_name(const nlohmann::ordered_json& v);
