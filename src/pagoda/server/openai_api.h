@@ -38,7 +38,7 @@ struct RequestLimits {
   int64_t max_n = 128;
   int64_t max_engine_requests = 1024;       // prompts x n
   int64_t max_stop_strings = 64;
-  int64_t max_stop_string_bytes = 1024;     // each
+  int64_t max_stop_string_bytes = 256;      // each: 64 x 256 B x 1024 copies is 16 MiB at most
   int64_t max_stop_token_ids = 1024;
   int64_t max_messages = 4096;              // chat 'messages'
   int64_t max_total_tokens = int64_t(1) << 24;  // sum over engine requests of prompt + max_tokens (64 MiB of ids)
