@@ -98,15 +98,17 @@ TEST(OpenAiRequest, DeepAndHugeValuesAreNotEchoed) {
 TEST(OpenAiRequest, IntegersAreCheckedBeforeNarrowing) {
   // 2^32 + 1 once wrapped to 1.
   EXPECT_EQ(refusal(completion(R"("n": 4294967297)")).param, "n");
-  EXPECT_EQ(refusal(completion(R"("max_tokens": 4294967297)")).param, "prompt");  // over the context length
+  EXPECT_EQ(refusal(completion(R"("max_tokens": 4294967297)")).message,
+            "'max_tokens' is too large: 4294967297. This model's maximum context length is 256 tokens and your "
+            "request has 2 input tokens (4294967297 > 256 - 2).");
   EXPECT_EQ(refusal(completion(R"("max_tokens": -4294967295)")).message, "'max_tokens' must be >= 1, got -4294967295");
   EXPECT_EQ(refusal(completion(R"("logprobs": 4294967297)")).message, "'logprobs' must be in [0, 20], got 4294967297");
   // len + max_tokens once overflowed past the context check and narrowed to -1.
   for (const char* big : {"9223372036854775807", "9223372036854775806", "2147483648"}) {
     ApiError e = refusal(completion(std::string(R"("max_tokens": )") + big));
-    EXPECT_EQ(e.param, "prompt") << big;
-    EXPECT_NE(e.message.find("you requested more than 256 tokens"), std::string::npos) << e.message;
-    EXPECT_EQ(refusal(chat_body(std::string(R"("max_completion_tokens": )") + big), true).param, "messages");
+    EXPECT_EQ(e.param, "max_tokens") << big;
+    EXPECT_NE(e.message.find(std::string("is too large: ") + big), std::string::npos) << e.message;
+    EXPECT_EQ(refusal(chat_body(std::string(R"("max_completion_tokens": )") + big), true).param, "max_completion_tokens");
   }
   EXPECT_EQ(refusal(completion(R"("n": 18446744073709551615)")).message,
             "'n' is out of range: 18446744073709551615 does not fit in 64 bits");
@@ -114,8 +116,10 @@ TEST(OpenAiRequest, IntegersAreCheckedBeforeNarrowing) {
   EXPECT_EQ(refusal(completion(R"("stop_token_ids": [4294967297])")).param, "stop_token_ids");
   EXPECT_EQ(refusal(completion(R"("prompt": [4294967297])")).param, "prompt");
   EXPECT_EQ(refusal(completion(R"("top_k": -4294967297)")).param, "top_k");
-  // top_k beyond int32 keeps every token, as in vLLM (not 1).
-  EXPECT_EQ(parse(completion(R"("top_k": 4294967297)")).params[0].sampling.top_k, 2147483647);
+  // top_k beyond int32 is refused (not wrapped to 1); up to int32 it keeps every token past the vocabulary.
+  EXPECT_EQ(refusal(completion(R"("top_k": 4294967297)")).message,
+            "'top_k' must be -1 or 0 (disabled) or in [1, 2147483647], got 4294967297");
+  EXPECT_EQ(parse(completion(R"("top_k": 2147483647)")).params[0].sampling.top_k, 2147483647);
   // Integral floats are integers (pydantic's lax mode).
   EXPECT_EQ(parse(completion(R"("n": 2.0)")).n, 2);
   EXPECT_EQ(parse(completion(R"("max_tokens": 1e1)")).params[0].max_tokens, 10);

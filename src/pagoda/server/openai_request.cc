@@ -363,10 +363,12 @@ CompletionJob parse_completion_request(const std::string& text, bool chat, const
   s.presence_penalty = float_field(body, "presence_penalty", 0.0, [](double x) { return x >= -2 && x <= 2; }, "in [-2, 2]");
   s.frequency_penalty = float_field(body, "frequency_penalty", 0.0, [](double x) { return x >= -2 && x <= 2; }, "in [-2, 2]");
   s.repetition_penalty = float_field(body, "repetition_penalty", 1.0, [](double x) { return x > 0; }, "> 0");
-  // -1 and 0 disable top-k; a k beyond the vocabulary keeps everything, as does INT32_MAX.
+  // -1 and 0 disable top-k; a k beyond the vocabulary keeps every token. Beyond int32 it is refused, not
+  // clamped: no vocabulary is that large, so such a value is a client's mistake worth telling.
   const int64_t top_k = get_int(body, "top_k").value_or(0);
-  if (top_k < -1) bad_request(str_cat("'top_k' must be -1 or 0 (disabled) or >= 1, got ", top_k), "top_k");
-  s.top_k = int(std::min<int64_t>(top_k, std::numeric_limits<int32_t>::max()));
+  if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max())
+    bad_request(str_cat("'top_k' must be -1 or 0 (disabled) or in [1, 2147483647], got ", top_k), "top_k");
+  s.top_k = int(top_k);
   p.stop = stop_list(body, lim);
   if (const Json* v = find(body, "stop_token_ids")) p.stop_token_ids = token_list(*v, "stop_token_ids", model, lim.max_stop_token_ids);
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
@@ -423,14 +425,16 @@ CompletionJob parse_completion_request(const std::string& text, bool chat, const
   for (const auto& ids : prompts) {
     const int64_t len = int64_t(ids.size());
     if (len == 0) bad_request("the prompt is empty (no tokens)", prompt_param);
-    // max_tokens - (max_model_len - len), not len + max_tokens: max_tokens may be near INT64_MAX.
-    if (len >= model.max_model_len || (max_tokens && *max_tokens > model.max_model_len - len))
-      bad_request(str_cat("This model's maximum context length is ", model.max_model_len, " tokens. However, you requested ",
-                          max_tokens && *max_tokens > model.max_model_len ? str_cat("more than ", model.max_model_len)
-                                                                          : str_cat(len + max_tokens.value_or(0)),
-                          " tokens (", len, " in the ", prompt_param, ", ", max_tokens.value_or(0),
-                          " in the completion). Please reduce the length of the ", prompt_param, " or completion."),
+    if (len >= model.max_model_len)
+      bad_request(str_cat("This model's maximum context length is ", model.max_model_len, " tokens. However, your ",
+                          prompt_param, " has ", len, " tokens. Please reduce the length of the ", prompt_param, "."),
                   prompt_param);
+    // As vLLM; compared as max_tokens > max_model_len - len, since len + max_tokens may overflow.
+    if (max_tokens && *max_tokens > model.max_model_len - len)
+      bad_request(str_cat("'", max_param, "' is too large: ", *max_tokens, ". This model's maximum context length is ",
+                          model.max_model_len, " tokens and your request has ", len, " input tokens (", *max_tokens,
+                          " > ", model.max_model_len, " - ", len, ")."),
+                  max_param);
     // Without max_tokens a generation may run to the context length. Each term <= max_model_len: no overflow.
     total_tokens += int64_t(job.n) * (len + max_tokens.value_or(model.max_model_len - len));
   }
