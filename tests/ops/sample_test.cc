@@ -125,6 +125,22 @@ TEST(Sampler, LogprobsOfRawLogits) {
   EXPECT_EQ(r.top[2].id, 4);
 }
 
+// `logprobs` without top logprobs still gives the sampled token's logprob, greedy or not, and is no
+// plain-greedy row (the runner's argmax path computes no logprob).
+TEST(Sampler, SampledLogprobWithoutTopLogprobs) {
+  std::vector<float> l = {0.1f, 3.0f, 2.0f, -1.0f, 2.0f};
+  std::vector<float> lp(l.size());
+  log_softmax(l.data(), lp.data(), 1, int64_t(l.size()));
+  for (float t : {0.0f, 0.8f}) {
+    SamplingParams p = params(t);
+    p.logprobs = true;
+    EXPECT_FALSE(p.plain_greedy());
+    auto r = Sampler(p).sample(l, {}, {});
+    EXPECT_EQ(r.logprob, lp[size_t(r.token)]);
+    EXPECT_TRUE(r.top.empty());
+  }
+}
+
 TEST(Sampler, RejectsBadParameters) {
   auto bad = [](auto edit) {
     SamplingParams p;

@@ -41,7 +41,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
 
   // Raw logprobs (for the result only).
   std::vector<float> raw_logprobs;
-  if (params_.num_logprobs > 0) {
+  if (params_.wants_logprobs()) {
     raw_logprobs.resize(size_t(vocab));
     log_softmax(logits.data(), raw_logprobs.data(), 1, vocab);
   }
@@ -110,8 +110,8 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     }
   }
 
+  if (p.wants_logprobs()) res.logprob = raw_logprobs[size_t(res.token)];
   if (p.num_logprobs > 0) {
-    res.logprob = raw_logprobs[size_t(res.token)];
     std::vector<int32_t> ids(static_cast<size_t>(vocab));
     std::iota(ids.begin(), ids.end(), 0);
     const size_t k = std::min<size_t>(size_t(p.num_logprobs), size_t(vocab));

@@ -19,12 +19,16 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2]; l -= frequency * count in the output
   uint64_t seed = 0;
   int num_logprobs = 0;  // how many top logprobs to return (of the raw logits, before any penalty)
+  // Compute the sampled token's logprob even with num_logprobs == 0 (OpenAI's `logprobs: true` without
+  // `top_logprobs`, completions' `logprobs: 0`); num_logprobs > 0 implies it.
+  bool logprobs = false;
 
+  bool wants_logprobs() const { return logprobs || num_logprobs > 0; }
   // Greedy with no penalty and no logprobs: the token is argmax(logits) alone (a runner may compute it where
   // the logits are).
   bool plain_greedy() const {
     return temperature == 0.0f && repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           num_logprobs == 0;
+           !wants_logprobs();
   }
 };
 
@@ -35,7 +39,7 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0;              // of `token` under the raw logits
+  float logprob = 0;              // of `token` under the raw logits; 0 unless params.wants_logprobs()
   std::vector<TokenLogprob> top;  // num_logprobs entries, most likely first (ties -> lowest id)
 };
 

@@ -64,6 +64,30 @@ std::string IncrementalDetokenizer::add(int id) {
 
 std::string IncrementalDetokenizer::finish() { return advance(/*final=*/true); }
 
+std::string IncrementalDetokenizer::add_piece(int id) {
+  ids_.push_back(id);
+  const std::string prefix_bytes = window_bytes(read_offset_);
+  const std::string new_bytes = window_bytes(ids_.size());
+  const size_t start = read_offset_;
+  read_offset_ = ids_.size();
+  if (new_bytes.size() <= prefix_bytes.size()) return {};
+  // The next window starts at this step's first unread id, whose text is not empty, so a decoder's
+  // first-token rule (SentencePiece's leading-space strip) treats it the same in both decodes.
+  prefix_offset_ = start;
+  return new_bytes.substr(prefix_bytes.size());
+}
+
+std::string IncrementalDetokenizer::peek_piece(int id) const {
+  std::vector<int> window(ids_.begin() + long(prefix_offset_), ids_.end());
+  const std::string prefix_bytes =
+      tokenizer_.impl_->decode(std::span<const int>(window.data(), read_offset_ - prefix_offset_), skip_special_tokens_,
+                               InvalidBytes::kKeep);
+  window.push_back(id);
+  const std::string new_bytes = tokenizer_.impl_->decode(window, skip_special_tokens_, InvalidBytes::kKeep);
+  if (new_bytes.size() <= prefix_bytes.size()) return {};
+  return new_bytes.substr(prefix_bytes.size());
+}
+
 std::string IncrementalDetokenizer::advance(bool final) {
   if (read_offset_ == ids_.size()) return {};
   const std::string prefix_bytes = window_bytes(read_offset_);

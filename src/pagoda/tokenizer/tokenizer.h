@@ -111,6 +111,12 @@ class IncrementalDetokenizer {
   // Returns the text still held back (an incomplete character at the very end becomes U+FFFD). Adding
   // more ids afterwards continues the stream.
   std::string finish();
+  // For logprobs, instead of add(): the raw bytes `id` adds to the text, held back never, so a piece may be
+  // part of a UTF-8 character (a byte-fallback or byte-level token) or "" (a skipped special token). The
+  // pieces of a stream concatenate to the bytes whose lossy form add() emits. Do not mix with add().
+  std::string add_piece(int id);
+  // The bytes add_piece(id) would return, without adding it (the text of a top-logprobs alternative).
+  std::string peek_piece(int id) const;
   const std::vector<int>& ids() const { return ids_; }
 
  private:
