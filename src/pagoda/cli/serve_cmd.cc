@@ -57,6 +57,7 @@ int run_serve(const std::vector<std::string>& raw) {
   opts.http.max_body_bytes = size_t(args.server.max_request_body_bytes);
   opts.http.max_connections = args.server.max_connections;
   opts.http.max_handlers = args.server.max_concurrent_requests;
+  opts.request_limits.max_logprobs = args.server.max_logprobs;
   if (chat_template) {
     std::ifstream in(*chat_template, std::ios::binary);
     if (in) {

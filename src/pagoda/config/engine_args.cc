@@ -149,6 +149,12 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
     count("--h11-max-header-count", "N", "Most header fields in a request (else 431).", a.server.h11_max_header_count);
     count("--max-request-body-bytes", "BYTES", "Largest request body (else 413).", a.server.max_request_body_bytes);
     count("--max-connections", "N", "Open connections at most (beyond: 503).", a.server.max_connections);
+    p.add({"--max-logprobs", {}, "N", "Most logprobs / top_logprobs a request may ask for (else 400).", "server",
+           [&a](const std::string& v) {
+             a.server.max_logprobs = parse_int_arg("--max-logprobs", v);
+             if (a.server.max_logprobs < 0) throw_config_error("--max-logprobs must be >= 0, got ", v);
+           },
+           [&a] { return std::to_string(a.server.max_logprobs); }, {}});
     count("--max-concurrent-requests", "N", "HTTP requests handled at once, streams included (beyond: 503).",
           a.server.max_concurrent_requests);
   }

@@ -72,6 +72,7 @@ struct ServerArgs {
   int max_request_body_bytes = 32 << 20;
   int max_connections = 4096;
   int max_concurrent_requests = 512;
+  int max_logprobs = 20;  // vLLM's default
 };
 
 struct EngineArgs {

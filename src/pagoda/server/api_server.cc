@@ -82,6 +82,8 @@ ApiServer::ApiServer(Engine& engine, ServerOptions options) : impl_(std::make_un
   s.model.root = s.options.model_root;
   s.model.max_model_len = engine.max_model_len();
   s.model.tokenizer = engine.tokenizer();
+  s.model.limits = s.options.request_limits;
+  s.model.render_limits.timeout = s.options.render_timeout;
   if (s.options.chat_template) {
     s.model.chat_template = std::make_shared<ChatTemplate>(*s.options.chat_template);
   } else if (s.model.tokenizer && !s.model.tokenizer->chat_template().empty()) {
@@ -139,7 +141,7 @@ void ApiServer::Impl::handle(const HttpRequest& req, HttpResponse& res) {
       case Route::kModels: res.send(200, kJson, models_body(model, created)); return;
       case Route::kHealth: res.send(200, "", ""); return;
       case Route::kMetrics: res.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text()); return;
-      case Route::kTokenize: res.send(200, kJson, tokenize_body(req.body, model)); return;
+      case Route::kTokenize: res.send(200, kJson, tokenize_body(req.body, model, res.gone_flag())); return;
       case Route::kDetokenize: res.send(200, kJson, detokenize_body(req.body, model)); return;
     }
   } catch (const ApiError& e) {
@@ -150,7 +152,7 @@ void ApiServer::Impl::handle(const HttpRequest& req, HttpResponse& res) {
 }
 
 void ApiServer::Impl::completions(const HttpRequest& req, HttpResponse& res, bool chat) {
-  const CompletionJob job = parse_completion_request(req.body, chat, model);
+  const CompletionJob job = parse_completion_request(req.body, chat, model, res.gone_flag());
   CompletionResponse response(job, model);
   std::shared_ptr<OutputStream> stream;
   try {

@@ -12,6 +12,7 @@
 
 #include "pagoda/engine/engine.h"
 #include "pagoda/server/http_server.h"
+#include "pagoda/server/openai_api.h"
 
 namespace pagoda {
 
@@ -24,6 +25,9 @@ struct ServerOptions {
   std::string attention_backend;              // for pagoda_attention_backend_info
   std::optional<std::string> chat_template;   // template text overriding the tokenizer's
   HttpLimits http;
+  RequestLimits request_limits;  // what one request may cost (prompts x n, stop strings, tokens)
+  // A chat template rendering that runs longer is a 400 (the step and output budgets bound it too).
+  std::chrono::milliseconds render_timeout{10'000};
   // On stop(): how long requests in flight may run on before they are aborted (vLLM's --shutdown-timeout;
   // 0: aborted at once). Either way each client gets a complete response ending in finish_reason "abort".
   std::chrono::milliseconds shutdown_timeout{0};

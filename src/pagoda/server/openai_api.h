@@ -3,6 +3,7 @@
 // JSON stays in openai_api.cc, openai_request.cc and api_server.cc.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "pagoda/engine/request_output.h"
+#include "pagoda/tokenizer/chat_template.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda {
@@ -54,6 +56,8 @@ struct ServedModel {
   std::shared_ptr<const ChatTemplate> chat_template;  // --chat-template, else the tokenizer's, else null
   RequestLimits limits;
   int32_t vocab_size = 0;  // the model's; token ids must be below it (0: the tokenizer's vocab_size())
+  // A chat rendering's budgets; the server sets a deadline, and each request passes its cancel flag.
+  RenderLimits render_limits;
 };
 
 // The request fields pagoda knows (vLLM's CompletionRequest / ChatCompletionRequest and OpenAI's fields):
@@ -96,7 +100,9 @@ struct CompletionJob {
 };
 
 // Throws ApiError (400 bad JSON, values or a request over model.limits; 404 unknown model).
-CompletionJob parse_completion_request(const std::string& body, bool chat, const ServedModel& model);
+// `cancel` (may be null): set when the client has gone away; a chat rendering in progress stops.
+CompletionJob parse_completion_request(const std::string& body, bool chat, const ServedModel& model,
+                                       const std::atomic<bool>* cancel = nullptr);
 
 // Builds the response text of a job from engine outputs.
 class CompletionResponse {
@@ -148,7 +154,7 @@ namespace pagoda {
 // GET /v1/models.
 std::string models_body(const ServedModel& model, int64_t created);
 // POST /tokenize and /detokenize (vLLM's shapes). Throw ApiError.
-std::string tokenize_body(const std::string& request, const ServedModel& model);
+std::string tokenize_body(const std::string& request, const ServedModel& model, const std::atomic<bool>* cancel = nullptr);
 std::string detokenize_body(const std::string& request, const ServedModel& model);
 
 }  // namespace pagoda

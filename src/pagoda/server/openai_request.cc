@@ -221,7 +221,8 @@ struct ChatOptions {
   bool continue_final_message = false;
 };
 
-std::vector<int32_t> chat_prompt(const Json& body, const ServedModel& model, bool add_special_tokens) {
+std::vector<int32_t> chat_prompt(const Json& body, const ServedModel& model, bool add_special_tokens,
+                                 const std::atomic<bool>* cancel) {
   const Json* msgs = find(body, "messages");
   if (!msgs) bad_request("'messages' is required", "messages");
   if (!msgs->is_array()) wrong_type("messages", "a list of messages", *msgs);
@@ -265,7 +266,9 @@ std::vector<int32_t> chat_prompt(const Json& body, const ServedModel& model, boo
   std::string eos = model.tokenizer ? model.tokenizer->eos_token() : "";
   std::string text;
   try {
-    text = model.chat_template->render(*msgs, Json(), o.add_generation_prompt, kwargs, bos, eos);
+    RenderLimits limits = model.render_limits;
+    limits.cancel = cancel;
+    text = model.chat_template->render(*msgs, Json(), o.add_generation_prompt, kwargs, bos, eos, limits);
   } catch (const Error& e) {
     bad_request(str_cat("chat template: ", clip(e.what())), "messages");
   }
@@ -329,7 +332,8 @@ void check_fields(const Json& body, bool chat, int64_t n) {
 
 }  // namespace
 
-CompletionJob parse_completion_request(const std::string& text, bool chat, const ServedModel& model) {
+CompletionJob parse_completion_request(const std::string& text, bool chat, const ServedModel& model,
+                                       const std::atomic<bool>* cancel) {
   const RequestLimits& lim = model.limits;
   const Json body = parse_body(text);
   CompletionJob job;
@@ -403,7 +407,7 @@ CompletionJob parse_completion_request(const std::string& text, bool chat, const
 
   const bool add_special_tokens = get_bool(body, "add_special_tokens").value_or(!chat);
   std::vector<std::vector<int32_t>> prompts;
-  if (chat) prompts.push_back(chat_prompt(body, model, add_special_tokens));
+  if (chat) prompts.push_back(chat_prompt(body, model, add_special_tokens, cancel));
   else prompts = completion_prompts(body, model, add_special_tokens);
 
   if (std::optional<int64_t> t = get_int(body, "truncate_prompt_tokens")) {
@@ -461,12 +465,12 @@ CompletionJob parse_completion_request(const std::string& text, bool chat, const
   return job;
 }
 
-std::string tokenize_body(const std::string& request, const ServedModel& model) {
+std::string tokenize_body(const std::string& request, const ServedModel& model, const std::atomic<bool>* cancel) {
   const Json body = parse_body(request);
   check_model(body, model);
   std::vector<int32_t> ids;
   if (find(body, "messages")) {
-    ids = chat_prompt(body, model, get_bool(body, "add_special_tokens").value_or(false));
+    ids = chat_prompt(body, model, get_bool(body, "add_special_tokens").value_or(false), cancel);
   } else {
     std::optional<std::string> p = get_string(body, "prompt");
     if (!p) bad_request("'prompt' (a string) or 'messages' is required", "prompt");
