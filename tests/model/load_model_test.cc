@@ -197,6 +197,27 @@ TEST_F(BadCheckpoint, DummyWeightsLargerThanMemoryAreRefused) {
   }
 }
 
+TEST_F(BadCheckpoint, HostileShardIndex) {
+  const auto index = dir_ / "model.safetensors.index.json";
+  auto index_error = [&](const std::string& text) {
+    write_text(index, text);
+    try {
+      load_model(dir_.string());
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+      EXPECT_LT(std::string(e.what()).size(), 400u);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_THAT(index_error(R"({"weight_map": )" + std::string(100000, '[') + std::string(100000, ']') + "}"),
+              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("nested deeper")));
+  EXPECT_THAT(index_error(R"({"weight_map": {"model.norm.weight": [1, 2, 3]}})"),
+              AllOf(HasSubstr("'model.norm.weight'"), HasSubstr("a list of 3 items")));
+  EXPECT_THAT(index_error(R"({"weight_map": {"model.norm.weight": ")" + std::string(100000, 'a') + "/b\"}}"),
+              HasSubstr("is not a plain file name"));
+}
+
 // Mistral with a sliding window (dummy weights): a window wider than the sequence changes nothing, a narrow one
 // changes the logits, and chunked prefill + decode agrees with a one-shot prefill under the window.
 TEST(CpuModelRunner, MistralSlidingWindow) {
