@@ -26,5 +26,13 @@ TEST(Strings, SplitTrimCase) {
   EXPECT_EQ(to_upper("flashinfer"), "FLASHINFER");
 }
 
+TEST(Strings, TextPreviewIsOneShortLine) {
+  EXPECT_EQ(text_preview("silu"), "silu");
+  EXPECT_EQ(text_preview("a\nb\tc\x01"), "a\\nb\\tc\\x01");
+  EXPECT_EQ(text_preview(std::string(100000, 'x'), 10), "xxxxxxxxxx ... (100000 bytes)");
+  // The cut never splits a UTF-8 character: "é" is two bytes, so 3 bytes keep "a" and one "é".
+  EXPECT_EQ(text_preview("a\xC3\xA9\xC3\xA9", 4), "a\xC3\xA9 ... (5 bytes)");
+}
+
 }  // namespace
 }  // namespace pagoda

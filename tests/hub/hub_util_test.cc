@@ -1,8 +1,10 @@
-// The small pieces: sha256, repo ids, URLs, the progress line.
+// The small pieces: sha256, repo ids, URLs, the progress line, the shard index.
 #include <gtest/gtest.h>
 
+#include "pagoda/core/error.h"
 #include "pagoda/hub/http.h"
 #include "pagoda/hub/hub.h"
+#include "pagoda/hub/hub_cache.h"
 #include "pagoda/hub/progress.h"
 #include "pagoda/hub/sha256.h"
 
@@ -63,6 +65,24 @@ TEST(Progress, Line) {
   EXPECT_EQ(format_progress_line("model.safetensors", 512LL << 20, 2048LL << 20, 35.24e6),
             "model.safetensors  512.00 MiB / 2.00 GiB  35.2 MB/s  25%");
   EXPECT_EQ(format_progress_line("x", 10, -1, 0), "x  10 B  0.0 MB/s");
+}
+
+TEST(IndexWeightFiles, HostileIndex) {
+  EXPECT_EQ(index_weight_files(R"({"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors", "c": "m-1.safetensors"}})", "i"),
+            (std::vector<std::string>{"m-1.safetensors", "m-2.safetensors"}));
+  try {
+    index_weight_files(R"({"weight_map": )" + std::string(100000, '[') + std::string(100000, ']') + "}", "idx.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("idx.json: JSON nested deeper than 128"), std::string::npos) << e.what();
+  }
+  try {
+    index_weight_files(R"({"weight_map": {")" + std::string(100000, 't') + R"(": "../x"}})", "idx.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+  }
 }
 
 }  // namespace

@@ -166,6 +166,58 @@ TEST_F(BadCheckpoint, NoWeightsOrNoFolder) {
   EXPECT_THROW(load_model((dir_ / "nope").string()), Error);
 }
 
+// A config.json whose sizes disagree with the weights fails on the first tensor that disagrees, before any
+// weight is copied: the layers and the vocabulary it claims are never allocated.
+TEST_F(BadCheckpoint, ConfigLargerThanTheWeightsFailsBeforeAllocating) {
+  cfg_["num_hidden_layers"] = 1000;
+  write_text(dir_ / "config.json", cfg_.dump());
+  EXPECT_THAT(load_error(), HasSubstr("missing tensor 'model.layers.1.input_layernorm.weight'"));
+  cfg_["num_hidden_layers"] = 1;
+  cfg_["vocab_size"] = 1 << 24;
+  write_text(dir_ / "config.json", cfg_.dump());
+  EXPECT_THAT(load_error(), AllOf(HasSubstr("'model.embed_tokens.weight'"), HasSubstr("shape (16, 8)"), HasSubstr("(16777216, 8)")));
+}
+
+// Random weights are sized by config.json alone: sizes inside every bound can still multiply to more
+// memory than the machine has, which is refused before allocating.
+TEST_F(BadCheckpoint, DummyWeightsLargerThanMemoryAreRefused) {
+  cfg_["vocab_size"] = 1 << 24;
+  cfg_["hidden_size"] = 1 << 16;
+  cfg_["num_attention_heads"] = 64;
+  cfg_["num_key_value_heads"] = 8;
+  cfg_["intermediate_size"] = 1 << 20;
+  cfg_["num_hidden_layers"] = 1024;
+  write_text(dir_ / "config.json", cfg_.dump());
+  try {
+    load_model(dir_.string(), options(LoadFormat::kDummy));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr("random weights"), HasSubstr("do not fit in this machine's")));
+  }
+}
+
+TEST_F(BadCheckpoint, HostileShardIndex) {
+  const auto index = dir_ / "model.safetensors.index.json";
+  auto index_error = [&](const std::string& text) {
+    write_text(index, text);
+    try {
+      load_model(dir_.string());
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+      EXPECT_LT(std::string(e.what()).size(), 400u);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_THAT(index_error(R"({"weight_map": )" + std::string(100000, '[') + std::string(100000, ']') + "}"),
+              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("nested deeper")));
+  EXPECT_THAT(index_error(R"({"weight_map": {"model.norm.weight": [1, 2, 3]}})"),
+              AllOf(HasSubstr("'model.norm.weight'"), HasSubstr("a list of 3 items")));
+  EXPECT_THAT(index_error(R"({"weight_map": {"model.norm.weight": ")" + std::string(100000, 'a') + "/b\"}}"),
+              HasSubstr("is not a plain file name"));
+}
+
 // Mistral with a sliding window (dummy weights): a window wider than the sequence changes nothing, a narrow one
 // changes the logits, and chunked prefill + decode agrees with a one-shot prefill under the window.
 TEST(CpuModelRunner, MistralSlidingWindow) {

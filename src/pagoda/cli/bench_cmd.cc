@@ -19,6 +19,10 @@
 namespace pagoda {
 namespace {
 
+// The benchmarks make their random prompts up front (4 bytes a token).
+constexpr int kMaxBenchPrompts = 1 << 20;
+constexpr int64_t kMaxBenchPromptTokens = int64_t(1) << 28;
+
 // Bytes of weights a decode step reads: every matrix and norm once (from the config, in the model dtype).
 double weight_bytes(const ModelConfig& c, DType dt) {
   double H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size;
@@ -39,11 +43,11 @@ int run_bench_latency(const std::vector<std::string>& raw) {
                    "--output-len tokens (greedy, EOS ignored), repeated --num-iters times after warm-up.");
   register_engine_options(parser, args, EngineOptionSet::kEngine);
   parser.add({"--input-len", {}, "N", "Prompt length in tokens.", "bench",
-              [&](const std::string& v) { input_len = parse_int_arg("--input-len", v); }, [&] { return std::to_string(input_len); }, {}});
+              [&](const std::string& v) { input_len = parse_int_arg("--input-len", v, kMaxModelLen, "pagoda's context length limit"); }, [&] { return std::to_string(input_len); }, {}});
   parser.add({"--output-len", {}, "N", "Generated tokens per request.", "bench",
-              [&](const std::string& v) { output_len = parse_int_arg("--output-len", v); }, [&] { return std::to_string(output_len); }, {}});
+              [&](const std::string& v) { output_len = parse_int_arg("--output-len", v, kMaxModelLen, "pagoda's context length limit"); }, [&] { return std::to_string(output_len); }, {}});
   parser.add({"--batch-size", {}, "N", "Requests in the batch.", "bench",
-              [&](const std::string& v) { batch = parse_int_arg("--batch-size", v); }, [&] { return std::to_string(batch); }, {}});
+              [&](const std::string& v) { batch = parse_int_arg("--batch-size", v, kMaxNumSeqs, "pagoda's limit on sequences per step"); }, [&] { return std::to_string(batch); }, {}});
   parser.add({"--num-iters", {}, "N", "Timed repetitions.", "bench",
               [&](const std::string& v) { iters = parse_int_arg("--num-iters", v); }, [&] { return std::to_string(iters); }, {}});
   parser.add({"--num-iters-warmup", {}, "N", "Untimed repetitions first.", "bench",
@@ -54,7 +58,12 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   ValidatedArgs v = validate_engine_command(args);
   if (input_len < 1 || output_len < 1 || batch < 1 || iters < 1 || warmup < 0)
     throw_config_error("--input-len, --output-len, --batch-size and --num-iters must be >= 1");
-  if (!args.scheduler.max_num_batched_tokens) args.scheduler.max_num_batched_tokens = std::max(8192, input_len * batch);
+  // 64-bit: both factors are user-given; the step budget has its own bound.
+  const int64_t batch_tokens = int64_t(input_len) * batch;
+  if (batch_tokens > kMaxNumBatchedTokens)
+    throw_config_error("--input-len x --batch-size is ", batch_tokens, " tokens, more than pagoda's ", kMaxNumBatchedTokens,
+                       " per step");
+  if (!args.scheduler.max_num_batched_tokens) args.scheduler.max_num_batched_tokens = std::max(8192, int(batch_tokens));
   args.scheduler.max_num_seqs = std::max(args.scheduler.max_num_seqs, batch);
   EngineSetup e = setup_engine(args, v);
   const ModelConfig& cfg = e.runner->config();
@@ -126,19 +135,23 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
                    "R > 0 each length is drawn uniformly from [len * (1 - R), len * (1 + R)].");
   register_engine_options(parser, args, EngineOptionSet::kEngine);
   parser.add({"--num-prompts", {}, "N", "Number of requests.", "bench",
-              [&](const std::string& v) { num_prompts = parse_int_arg("--num-prompts", v); }, [&] { return std::to_string(num_prompts); }, {}});
+              [&](const std::string& v) { num_prompts = parse_int_arg("--num-prompts", v, kMaxBenchPrompts, "the benchmark's limit"); }, [&] { return std::to_string(num_prompts); }, {}});
   parser.add({"--input-len", {}, "N", "Prompt length in tokens.", "bench",
-              [&](const std::string& v) { input_len = parse_int_arg("--input-len", v); }, [&] { return std::to_string(input_len); }, {}});
+              [&](const std::string& v) { input_len = parse_int_arg("--input-len", v, kMaxModelLen, "pagoda's context length limit"); }, [&] { return std::to_string(input_len); }, {}});
   parser.add({"--output-len", {}, "N", "Generated tokens per request.", "bench",
-              [&](const std::string& v) { output_len = parse_int_arg("--output-len", v); }, [&] { return std::to_string(output_len); }, {}});
+              [&](const std::string& v) { output_len = parse_int_arg("--output-len", v, kMaxModelLen, "pagoda's context length limit"); }, [&] { return std::to_string(output_len); }, {}});
   parser.add({"--random-range-ratio", {}, "R", "Spread of random lengths (0 = fixed).", "bench",
               [&](const std::string& v) { range_ratio = parse_float_arg("--random-range-ratio", v); }, {}, {}});
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench",
               [&](const std::string& v) { json_out = v; }, {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
   ValidatedArgs v = validate_engine_command(args);
-  if (num_prompts < 1 || input_len < 1 || output_len < 1 || range_ratio < 0 || range_ratio >= 1)
+  if (num_prompts < 1 || input_len < 1 || output_len < 1 || !(range_ratio >= 0) || range_ratio >= 1)
     throw_config_error("--num-prompts, --input-len and --output-len must be >= 1 and --random-range-ratio in [0, 1)");
+  // The prompts are made up front: bound their total (64-bit; both factors are user-given).
+  if (int64_t(num_prompts) * input_len > kMaxBenchPromptTokens)
+    throw_config_error("--num-prompts x --input-len is ", int64_t(num_prompts) * input_len, " prompt tokens, more than the ",
+                       kMaxBenchPromptTokens, " the benchmark makes up front");
   EngineSetup e = setup_engine(args, v);
   const ModelConfig& cfg = e.runner->config();
   std::mt19937 rng(uint32_t(args.model.seed));

@@ -1,5 +1,6 @@
 #include "pagoda/config/arg_parser.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "pagoda/core/error.h"
@@ -42,7 +43,8 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       if (!o && starts_with(name, "--no-")) {
         const OptionDecl* base = find("--" + name.substr(5));
         if (base && base->set_no) {
-          if (eq != std::string::npos) throw_config_error("argument ", name, ": ignored explicit argument '", arg.substr(eq + 1), "'");
+          if (eq != std::string::npos)
+            throw_config_error("argument ", name, ": ignored explicit argument '", text_preview(arg.substr(eq + 1)), "'");
           base->set_no();
           given_.push_back(base->name);
           continue;
@@ -54,7 +56,8 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       }
       std::string value;
       if (o->metavar.empty()) {
-        if (eq != std::string::npos) throw_config_error("argument ", o->name, ": ignored explicit argument '", arg.substr(eq + 1), "'");
+        if (eq != std::string::npos)
+          throw_config_error("argument ", o->name, ": ignored explicit argument '", text_preview(arg.substr(eq + 1)), "'");
         value = "true";
       } else if (eq != std::string::npos) {
         value = arg.substr(eq + 1);
@@ -74,7 +77,7 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     }
     unknown.push_back(arg);
   }
-  if (!unknown.empty()) throw_config_error("unrecognized arguments: ", join(unknown, " "));
+  if (!unknown.empty()) throw_config_error("unrecognized arguments: ", text_preview(join(unknown, " "), 200));
   return true;
 }
 
@@ -109,23 +112,33 @@ std::vector<std::pair<std::string, std::string>> ArgParser::dump() const {
   return out;
 }
 
-int parse_int_arg(std::string_view option, const std::string& v) {
-  long long n = 0;
-  if (!parse_int64(v, &n) || n < INT32_MIN || n > INT32_MAX)
-    throw_config_error("argument ", option, ": invalid int value: '", v, "'");
+int parse_int_arg(std::string_view option, const std::string& v) { return parse_int_arg(option, v, INT32_MAX, "int32"); }
+
+int parse_int_arg(std::string_view option, const std::string& v, int max, std::string_view what) {
+  const long long n = parse_int64_arg(option, v);
+  if (n > max) throw_config_error("argument ", option, ": ", n, " is out of range: at most ", max, " (", what, ")");
+  if (n < INT32_MIN) throw_config_error("argument ", option, ": ", n, " is out of range: at least ", INT32_MIN, " (int32)");
   return int(n);
 }
 
 long long parse_int64_arg(std::string_view option, const std::string& v) {
   long long n = 0;
-  if (!parse_int64(v, &n)) throw_config_error("argument ", option, ": invalid int value: '", v, "'");
+  if (!parse_int64(v, &n)) {
+    // A well-formed integer too large for int64 is out of range, not "invalid".
+    std::string_view digits = v;
+    if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos)
+      throw_config_error("argument ", option, ": ", text_preview(v), " is out of range (int64)");
+    throw_config_error("argument ", option, ": invalid int value: '", text_preview(v), "'");
+  }
   return n;
 }
 
 double parse_float_arg(std::string_view option, const std::string& v) {
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size()) throw_config_error("argument ", option, ": invalid float value: '", v, "'");
+  if (v.empty() || end != v.c_str() + v.size())
+    throw_config_error("argument ", option, ": invalid float value: '", text_preview(v), "'");
   return d;
 }
 
@@ -133,14 +146,14 @@ bool parse_bool_arg(std::string_view option, const std::string& v) {
   std::string s = to_lower(v);
   if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
   if (s == "false" || s == "0" || s == "no" || s == "off") return false;
-  throw_config_error("argument ", option, ": invalid bool value: '", v, "'");
+  throw_config_error("argument ", option, ": invalid bool value: '", text_preview(v), "'");
 }
 
 void check_choice(std::string_view option, const std::string& v, const std::vector<std::string>& choices) {
   for (const auto& c : choices) if (c == v) return;
   std::vector<std::string> quoted;
   for (const auto& c : choices) quoted.push_back("'" + c + "'");
-  throw_config_error("argument ", option, ": invalid choice: '", v, "' (choose from ", join(quoted, ", "), ")");
+  throw_config_error("argument ", option, ": invalid choice: '", text_preview(v), "' (choose from ", join(quoted, ", "), ")");
 }
 
 }  // namespace pagoda

@@ -56,7 +56,9 @@ class ArgParser {
 };
 
 // Typed value helpers used by setters: they throw the argparse-style syntax errors.
-int parse_int_arg(std::string_view option, const std::string& v);
+int parse_int_arg(std::string_view option, const std::string& v);  // int32; out of range is refused, not wrapped
+// The same, refusing values above `max`; `what` says what the bound is ("pagoda's context length limit").
+int parse_int_arg(std::string_view option, const std::string& v, int max, std::string_view what);
 long long parse_int64_arg(std::string_view option, const std::string& v);
 double parse_float_arg(std::string_view option, const std::string& v);
 bool parse_bool_arg(std::string_view option, const std::string& v);

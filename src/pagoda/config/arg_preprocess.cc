@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_depth.h"
 #include "pagoda/core/logging.h"
 
 namespace pagoda {
@@ -14,7 +15,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json parse_value(std::string_view value) {
+// `option` names the argument in errors.
+Json parse_value(std::string_view value, std::string_view option) {
+  // The value is dump()ed into the merged object's text, which recurses per level.
+  check_json_depth(value, str_cat("argument ", text_preview(option)));
   try {
     return Json::parse(value);
   } catch (const std::exception&) {
@@ -56,20 +60,23 @@ bool parse_human_readable_int(std::string_view s, long long* out) {
   bool has_decimals = m[1].str().find('.') != std::string::npos;
   if (binary && has_decimals) return false;  // decimals only with the decimal (lower-case) suffixes
   int power = int(std::string_view("kmgt").find(char(std::tolower(suffix)))) + 1;
+  // A value beyond int64 is not a human-readable int (it stays a string, which the option then refuses).
   if (has_decimals) {
     long double v = std::stold(m[1].str());
     for (int i = 0; i < power; ++i) v *= 1000;
+    if (!(v < 0x1p63L)) return false;
     *out = (long long)v;
     return true;
   }
   long long v = 0;
   if (!parse_int64(m[1].str(), &v)) return false;
-  for (int i = 0; i < power; ++i) v *= binary ? 1024 : 1000;
+  for (int i = 0; i < power; ++i)
+    if (__builtin_mul_overflow(v, binary ? 1024 : 1000, &v)) return false;
   *out = v;
   return true;
 }
 
-std::string parse_dotted_value_to_json(std::string_view value) { return parse_value(value).dump(); }
+std::string parse_dotted_value_to_json(std::string_view value) { return parse_value(value, "value").dump(); }
 
 PreprocessedArgs preprocess_args(const std::vector<std::string>& input,
                                  const std::function<bool(std::string_view)>& takes_value) {
@@ -107,10 +114,13 @@ PreprocessedArgs preprocess_args(const std::vector<std::string>& input,
     } else if (i + 1 < input.size()) {
       value = input[++i];
     } else {
-      throw_config_error("argument ", name, ": expected one argument");
+      throw_config_error("argument ", text_preview(name), ": expected one argument");
     }
     for (const auto& k : keys)
-      if (k.empty() || (k == "+" )) throw_config_error("argument ", name, ": invalid dotted option name");
+      if (k.empty() || (k == "+" )) throw_config_error("argument ", text_preview(name), ": invalid dotted option name");
+    // Each key is a level of the merged object, whose dump() recurses per level.
+    if (keys.size() > size_t(kMaxJsonDepth))
+      throw_config_error("argument ", text_preview(name), ": more than ", kMaxJsonDepth, " dotted keys");
     bool append = ends_with(keys.back(), "+");
     if (append) keys.back().pop_back();
 
@@ -130,10 +140,10 @@ PreprocessedArgs preprocess_args(const std::vector<std::string>& input,
     if (append) {
       Json& list = (*node)[leaf];
       if (!list.is_array()) list = Json::array();
-      for (const auto& item : split(value, ',')) list.push_back(parse_value(item));
+      for (const auto& item : split(value, ',')) list.push_back(parse_value(item, name));
     } else {
       if (node->contains(leaf)) result.duplicates.push_back(prefix + "." + join(keys, "."));
-      (*node)[leaf] = parse_value(value);
+      (*node)[leaf] = parse_value(value, name);
     }
   }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_depth.h"
 
 namespace pagoda {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 [[noreturn]] void validation_error(std::string_view field, std::string_view message) {
-  throw_config_error("1 validation error for AttentionConfig\n", field, "\n  ", message);
+  throw_config_error("1 validation error for AttentionConfig\n", text_preview(field), "\n  ", message);
 }
 
 bool parse_bool(const Json& v, std::string_view field) {
@@ -94,7 +95,7 @@ std::optional<BackendName> parse_backend_name(std::string_view s, bool allow_emp
     if (backend_name_str(b) == upper) return b;
   std::vector<std::string> names;
   for (BackendName b : kAllBackendNames) names.emplace_back(backend_name_str(b));
-  throw_config_error("Unknown attention backend: '", upper, "'. Valid options are: ", join(names, ", "));
+  throw_config_error("Unknown attention backend: '", text_preview(upper), "'. Valid options are: ", join(names, ", "));
 }
 
 std::optional<BackendName> AttentionConfig::forced_backend_for_kind(std::string_view kind) const {
@@ -140,14 +141,15 @@ std::string replace_human_readable_ints(std::string_view text) {
       std::string_view tok = text.substr(i, j - i);
       bool match = tok.size() >= 2 && std::string_view("kKmMgGtT").find(tok.back()) != std::string_view::npos;
       for (size_t k = 0; match && k + 1 < tok.size(); ++k) match = std::isdigit(static_cast<unsigned char>(tok[k]));
-      if (match) {
-        long long n = 0;
-        parse_int64(tok.substr(0, tok.size() - 1), &n);
+      long long n = 0;
+      if (match && parse_int64(tok.substr(0, tok.size() - 1), &n)) {
         int p = int(std::string_view("kmgt").find(char(std::tolower(tok.back())))) + 1;
-        long long mult = 1;
         bool binary = std::isupper(static_cast<unsigned char>(tok.back()));
-        for (int e = 0; e < p; ++e) mult *= binary ? 1024 : 1000;
-        out += std::to_string(n * mult);
+        bool overflow = false;
+        for (int e = 0; e < p; ++e) overflow = overflow || __builtin_mul_overflow(n, binary ? 1024 : 1000, &n);
+        // Beyond int64 the token stays as written, and the JSON parse below refuses it.
+        if (overflow) out.append(tok);
+        else out += std::to_string(n);
       } else {
         out.append(tok);
       }
@@ -161,11 +163,12 @@ std::string replace_human_readable_ints(std::string_view text) {
 }
 
 AttentionConfig parse_attention_config_json(std::string_view text) {
+  check_json_depth(text, "attention_config");
   Json j;
   try {
     j = Json::parse(replace_human_readable_ints(text));
   } catch (const std::exception& e) {
-    validation_error("attention_config", "Invalid JSON: " + json_error_detail(e));
+    validation_error("attention_config", "Invalid JSON: " + text_preview(json_error_detail(e), 200));
   }
   if (!j.is_object()) validation_error("attention_config", "Input should be a valid dictionary");
 
@@ -180,7 +183,7 @@ AttentionConfig parse_attention_config_json(std::string_view text) {
         bool known = false;
         for (auto k : kLayerKinds) known = known || k == kind;
         if (!known)
-          throw_config_error("Unknown KV cache group kind '", kind, "' in backend_per_kind. Valid kinds are: ",
+          throw_config_error("Unknown KV cache group kind '", text_preview(kind), "' in backend_per_kind. Valid kinds are: ",
                              "cross_attention, encoder_only_attention, full_attention, sliding_window.");
         c.backend_per_kind.emplace_back(kind, parse_backend_value(b, "backend_per_kind." + kind));
       }

@@ -4,13 +4,15 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_depth.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/read_file.h"
 
 namespace pagoda {
 namespace {
@@ -31,25 +33,33 @@ std::string read_file_or_throw(const std::string& path) {
     PAGODA_LOG_ERROR("Unable to read the config file at ", path, ". Check path correctness");
     throw_config_error("Unable to read the config file at ", path, ": ", sys);
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_user_file(path, kMaxConfigFileBytes);
 }
+
+// A config file maps option names to values: a few hundred nodes. YAML aliases let a small file name
+// exponentially many (a: &a [x, x], b: &b [*a, *a], ...), all of which the conversion would copy.
+constexpr int64_t kMaxYamlNodes = 100000;
 
 bool is_plain(const YAML::Node& n) { return n.Tag() == "?" || n.Tag().empty(); }
 
-Json yaml_to_json(const YAML::Node& n) {
+// `depth`: the nesting of `n`, bounded like JSON's; `budget`: nodes still allowed.
+Json yaml_to_json(const YAML::Node& n, const std::string& path, int depth, int64_t& budget) {
+  if (--budget < 0)
+    throw_config_error("Config file ", path, " expands to more than ", kMaxYamlNodes,
+                       " values (YAML aliases repeating each other?); write the options out plainly");
+  if (depth > kMaxJsonDepth)
+    throw_config_error("Config file ", path, " nests deeper than ", kMaxJsonDepth, " levels");
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined: return nullptr;
     case YAML::NodeType::Sequence: {
       Json a = Json::array();
-      for (const auto& item : n) a.push_back(yaml_to_json(item));
+      for (const auto& item : n) a.push_back(yaml_to_json(item, path, depth + 1, budget));
       return a;
     }
     case YAML::NodeType::Map: {
       Json o = Json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second, path, depth + 1, budget);
       return o;
     }
     case YAML::NodeType::Scalar: {
@@ -73,11 +83,18 @@ Json yaml_to_json(const YAML::Node& n) {
 }
 
 Json load_mapping(const std::string& path, const std::string& text, bool yaml) {
+  // yaml-cpp bounds its own recursion (its DeepRecursion error); yaml_to_json bounds the rest.
+  if (!yaml) check_json_depth(text, "Config file " + path);
   Json j;
   try {
-    j = yaml ? yaml_to_json(YAML::Load(text)) : Json::parse(text);
+    int64_t budget = kMaxYamlNodes;
+    j = yaml ? yaml_to_json(YAML::Load(text), path, 0, budget) : Json::parse(text);
+  } catch (const Error&) {
+    throw;
+  } catch (const YAML::DeepRecursion& e) {
+    throw_config_error("Config file ", path, " nests deeper than ", kMaxJsonDepth, " levels (line ", e.mark.line + 1, ")");
   } catch (const std::exception& e) {
-    throw_config_error("Unable to parse the config file at ", path, ": ", e.what());
+    throw_config_error("Unable to parse the config file at ", path, ": ", text_preview(e.what(), 200));
   }
   if (!j.is_object()) throw_config_error("Config file ", path, " must contain a mapping of option names to values.");
   return j;

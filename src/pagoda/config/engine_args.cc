@@ -1,5 +1,8 @@
 #include "pagoda/config/engine_args.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -12,6 +15,35 @@ std::string show_double(double d) {
   while (s.size() > 1 && s.back() == '0') s.pop_back();
   if (!s.empty() && s.back() == '.') s += '0';
   return s;
+}
+
+constexpr std::string_view kMaxModelLenWhat = "pagoda's context length limit";
+constexpr std::string_view kMaxBlockSizeWhat = "pagoda's limit on tokens per KV-cache block";
+constexpr std::string_view kMaxNumSeqsWhat = "pagoda's limit on sequences per step";
+constexpr std::string_view kMaxNumBatchedTokensWhat = "pagoda's limit on tokens per step";
+
+// `value` of `option` in [1, max] (EngineArgs built in code skip the setters' upper bounds).
+void check_range(const char* option, long long value, long long max, std::string_view what) {
+  if (value < 1 || value > max)
+    throw_config_error("Invalid ", option, ": ", value, ". It must be between 1 and ", max, " (", what, ").");
+}
+
+// A positive, finite amount of at most `max`, in `unit`.
+void check_amount(const char* option, double value, double max, std::string_view unit) {
+  if (!std::isfinite(value) || !(value > 0) || value > max)
+    throw_config_error("Invalid ", option, ": ", value, ". It must be a number greater than 0 and at most ", max, unit, ".");
+}
+
+void check_sizes(const EngineArgs& a) {
+  if (a.model.max_model_len) check_range("--max-model-len", *a.model.max_model_len, kMaxModelLen, kMaxModelLenWhat);
+  if (a.cache.block_size) check_range("--block-size", *a.cache.block_size, kMaxBlockSize, kMaxBlockSizeWhat);
+  check_range("--max-num-seqs", a.scheduler.max_num_seqs, kMaxNumSeqs, kMaxNumSeqsWhat);
+  if (a.scheduler.max_num_batched_tokens)
+    check_range("--max-num-batched-tokens", *a.scheduler.max_num_batched_tokens, kMaxNumBatchedTokens, kMaxNumBatchedTokensWhat);
+  if (a.cache.num_gpu_blocks_override)
+    check_range("--num-gpu-blocks-override", *a.cache.num_gpu_blocks_override, INT32_MAX, "KV-cache blocks");
+  check_amount("--gpu-memory-utilization", a.cache.gpu_memory_utilization, 1.0, "");
+  check_amount("--kv-cache-space", a.cache.kv_cache_space_gib, 1 << 20, " GiB");  // a pebibyte
 }
 
 }  // namespace
@@ -40,7 +72,7 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
            },
            [&a] { return a.model.load_format; }, {}});
     p.add({"--max-model-len", {}, "N", "Maximum context length (prompt + output); default: the model's.", "model",
-           [&a](const std::string& v) { a.model.max_model_len = parse_int_arg("--max-model-len", v); },
+           [&a](const std::string& v) { a.model.max_model_len = parse_int_arg("--max-model-len", v, kMaxModelLen, kMaxModelLenWhat); },
            [&a] { return show_opt_int(a.model.max_model_len); }, {}});
     p.add({"--seed", {}, "N", "Random seed for sampling and dummy weights.", "model",
            [&a](const std::string& v) { a.model.seed = parse_int_arg("--seed", v); },
@@ -49,7 +81,7 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
   // ---- cache ----
   p.add({"--block-size", {}, "N", "KV cache block size in tokens (default: 16 on CUDA, 128 on CPU). Giving it "
          "makes it a backend-selection input.", "cache",
-         [&a](const std::string& v) { a.cache.block_size = parse_int_arg("--block-size", v); },
+         [&a](const std::string& v) { a.cache.block_size = parse_int_arg("--block-size", v, kMaxBlockSize, kMaxBlockSizeWhat); },
          [&a] { return show_opt_int(a.cache.block_size); }, {}});
   p.add({"--kv-cache-dtype", {}, "D", "KV cache dtype: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, "
          "turboquant_k8v4, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_3bit_nc.", "cache",
@@ -70,11 +102,11 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
            [&a] { return show_opt_int(a.cache.num_gpu_blocks_override); }, {}});
     // ---- scheduler ----
     p.add({"--max-num-seqs", {}, "N", "Maximum number of sequences per step.", "scheduler",
-           [&a](const std::string& v) { a.scheduler.max_num_seqs = parse_int_arg("--max-num-seqs", v); },
+           [&a](const std::string& v) { a.scheduler.max_num_seqs = parse_int_arg("--max-num-seqs", v, kMaxNumSeqs, kMaxNumSeqsWhat); },
            [&a] { return std::to_string(a.scheduler.max_num_seqs); }, {}});
     p.add({"--max-num-batched-tokens", {}, "N", "Token budget per step (default: 8192, at least max-model-len "
            "without chunked prefill).", "scheduler",
-           [&a](const std::string& v) { a.scheduler.max_num_batched_tokens = parse_int_arg("--max-num-batched-tokens", v); },
+           [&a](const std::string& v) { a.scheduler.max_num_batched_tokens = parse_int_arg("--max-num-batched-tokens", v, kMaxNumBatchedTokens, kMaxNumBatchedTokensWhat); },
            [&a] { return show_opt_int(a.scheduler.max_num_batched_tokens); }, {}});
     p.add({"--enable-chunked-prefill", {}, "", "Split long prompts into chunks mixed with decodes.", "scheduler",
            [&a](const std::string&) { a.scheduler.enable_chunked_prefill = true; },
@@ -182,6 +214,7 @@ ValidatedArgs validate_engine_args(const EngineArgs& a) {
   if (a.cache.block_size && *a.cache.block_size <= 0)
     throw_config_error("Invalid block_size: ", *a.cache.block_size, ". It must be a positive integer.");
   v.block_size = a.cache.block_size;
+  check_sizes(a);
   // 3. Environment variables.
   v.env = read_env_settings();
   v.batch_invariant = a.attention.batch_invariant || v.env.batch_invariant;

@@ -22,6 +22,15 @@ inline const std::vector<std::string>& kv_cache_dtype_choices() {
   return k;
 }
 
+// Upper bounds on the numeric engine options, each far above any real deployment and low enough that the
+// sizes the engine derives from them (blocks per sequence, sequences x blocks, tokens x hidden size) fit
+// in 64 bits and a length plus a block size fits in int32. A value above one is refused with a clear
+// error instead of overflowing or allocating until the machine runs out of memory.
+inline constexpr int kMaxModelLen = 1 << 24;          // = kMaxPositionEmbeddings of config.json (model_config.h)
+inline constexpr int kMaxBlockSize = 1 << 16;         // tokens per KV-cache block; backends use 16 to 256
+inline constexpr int kMaxNumSeqs = 1 << 16;           // sequences per step
+inline constexpr int kMaxNumBatchedTokens = 1 << 24;  // tokens per step
+
 struct ModelArgs {
   std::string model = "dummy:tiny";  // a local directory, a Hugging Face repo id, or dummy:tiny
   std::string tokenizer;             // defaults to the model
@@ -100,8 +109,9 @@ struct ValidatedArgs {
   bool batch_invariant = false;   // --batch-invariant or PAGODA_BATCH_INVARIANT=1
 };
 
-// §9.7 from "AttentionConfig validation" on: attention config, option values, environment, mutual
-// exclusion, backend name. Throws config errors (exit status 2).
+// §9.7 from "AttentionConfig validation" on: attention config, option values (including the bounds
+// above and finite, positive memory fractions), environment, mutual exclusion, backend name. Throws
+// config errors (exit status 2).
 ValidatedArgs validate_engine_args(const EngineArgs& args);
 
 // §9.3 --dtype resolution: auto is the checkpoint's dtype when bfloat16 or float16, else bfloat16; on

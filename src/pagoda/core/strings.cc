@@ -1,5 +1,6 @@
 #include "pagoda/core/strings.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -78,6 +79,29 @@ std::string format_bytes(double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
   return buf;
+}
+
+std::string text_preview(std::string_view s, size_t max_chars) {
+  size_t n = std::min(s.size(), max_chars);
+  if (n < s.size())
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a character
+  std::string out;
+  out.reserve(n + 24);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  if (n < s.size()) out += str_cat(" ... (", s.size(), " bytes)");
+  return out;
 }
 
 }  // namespace pagoda

@@ -28,5 +28,9 @@ bool ends_with(std::string_view s, std::string_view suffix);
 bool parse_int64(std::string_view s, long long* out);
 // Human-readable byte counts: "1.50 GiB".
 std::string format_bytes(double bytes);
+// A user-given text for one line of an error message: at most `max_chars` bytes (never cutting a UTF-8
+// character), control characters escaped as \n, \t or \xNN, and " ... (N bytes)" when it was cut, so a
+// hostile file cannot flood the terminal or split the message over lines.
+std::string text_preview(std::string_view s, size_t max_chars = 60);
 
 }  // namespace pagoda

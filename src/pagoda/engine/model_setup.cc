@@ -122,7 +122,8 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   const bool cuda = e.device.kind == DeviceKind::kCuda;
   e.model_dtype = resolve_model_dtype(v.dtype, cfg.checkpoint_dtype, cuda && *e.device.cc < ComputeCapability{8, 0});
   e.max_model_len = args.model.max_model_len.value_or(cfg.max_position_embeddings);
-  if (e.max_model_len <= 0) throw_config_error("--max-model-len must be positive, got ", e.max_model_len);
+  if (e.max_model_len <= 0 || e.max_model_len > kMaxModelLen)
+    throw_config_error("--max-model-len must be between 1 and ", kMaxModelLen, ", got ", e.max_model_len);
   if (e.max_model_len > cfg.max_position_embeddings)
     PAGODA_LOG_WARNING("--max-model-len ", e.max_model_len, " exceeds the model's max_position_embeddings ",
                        cfg.max_position_embeddings, "; positions beyond it are extrapolated.");
@@ -202,7 +203,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     co.max_model_len = e.max_model_len;
     co.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
     co.enforce_eager = args.device.enforce_eager;
-    if (args.cache.gpu_memory_utilization <= 0 || args.cache.gpu_memory_utilization > 1)
+    if (!(args.cache.gpu_memory_utilization > 0) || args.cache.gpu_memory_utilization > 1)
       throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
     auto runner = std::make_unique<CudaModelRunner>(e.model, co);
     PAGODA_LOG_INFO("GPU memory: weights ", format_bytes(double(runner->weight_bytes())), ", KV cache ",
@@ -222,13 +223,20 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     if (args.cache.num_gpu_blocks_override) {
       kv.num_blocks = *args.cache.num_gpu_blocks_override;
     } else {
-      if (args.cache.kv_cache_space_gib <= 0) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
-      // Never more than the longest context of max_num_seqs sequences needs.
-      double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
-      double cap = double(args.scheduler.max_num_seqs) * ((e.max_model_len + kv.block_size - 1) / kv.block_size + 1);
-      kv.num_blocks = int64_t(std::min(want, cap));
+      if (!(args.cache.kv_cache_space_gib > 0)) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
+      // Never more than the longest context of max_num_seqs sequences needs (64-bit: both are user-given).
+      const double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
+      const int64_t blocks_per_seq = (int64_t(e.max_model_len) + kv.block_size - 1) / kv.block_size + 1;
+      const double cap = double(args.scheduler.max_num_seqs) * double(blocks_per_seq);
+      kv.num_blocks = int64_t(std::min({want, cap, double(INT32_MAX)}));
     }
     if (kv.num_blocks <= 0) throw_config_error("the KV cache has no room for a single block; raise --kv-cache-space");
+    // The cache is zeroed lazily (calloc), so an oversized one would fail at first use, not here.
+    const double kv_bytes = bytes_per_block * double(kv.num_blocks);
+    if (e.device.total_memory > 0 && kv_bytes > double(e.device.total_memory))
+      throw_config_error("the CPU KV cache of ", kv.num_blocks, " blocks of ", kv.block_size, " tokens needs ", format_bytes(kv_bytes),
+                         ", more than this machine's ", format_bytes(double(e.device.total_memory)),
+                         "; lower --num-gpu-blocks-override or --kv-cache-space");
     PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
                     " tokens, ", format_bytes(bytes_per_block * double(kv.num_blocks)), ", ", dtype_name(kv.dtype), ")");
     e.runner = std::make_unique<CpuModelRunner>(e.model, kv, 0);

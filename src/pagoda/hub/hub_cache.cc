@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_depth.h"
 #include "pagoda/core/logging.h"
 
 namespace pagoda {
@@ -129,6 +130,7 @@ void RepoCache::link_snapshot_file(const std::string& commit, const std::string&
 }
 
 std::vector<std::string> index_weight_files(const std::string& index_json, const std::string& source) {
+  check_json_depth(index_json, source);
   nlohmann::json j = nlohmann::json::parse(index_json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     throw_runtime_error(source, " is not a valid safetensors index: expected a JSON object with a \"weight_map\" object");
@@ -136,7 +138,7 @@ std::vector<std::string> index_weight_files(const std::string& index_json, const
   std::set<std::string> files;
   for (const auto& [tensor, file] : j["weight_map"].items()) {
     if (!file.is_string() || !is_safe_relative_path(file.get<std::string>())) {
-      throw_runtime_error(source, ": weight_map entry for '", tensor, "' is not a relative file name");
+      throw_runtime_error(source, ": weight_map entry for '", text_preview(tensor), "' is not a relative file name");
     }
     files.insert(file.get<std::string>());
   }

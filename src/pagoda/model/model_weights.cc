@@ -1,5 +1,7 @@
 #include "pagoda/model/model_weights.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -90,10 +92,12 @@ ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const Safe
                                 std::optional<DType> dtype) {
   if (dtype && !is_weight_dtype(*dtype))
     throw_config_error("weight dtype ", dtype_name(*dtype), " is not supported (float32, bfloat16, float16)");
-  ModelWeights w;
-  w.checkpoint = ck;
-  w.layers.resize(size_t(c.num_layers));
-  for (const TensorSpec& spec : architecture_spec(c.arch).tensor_specs(c)) {
+  // Every tensor is checked against config.json before anything is copied or converted: a config whose
+  // sizes disagree with the files fails here, not after allocating what the config claims.
+  const std::vector<TensorSpec> specs = architecture_spec(c.arch).tensor_specs(c);
+  std::vector<SafetensorsTensorRef> refs;
+  refs.reserve(specs.size());
+  for (const TensorSpec& spec : specs) {
     auto ref = ck->find(spec.name);
     if (!ref)
       throw_config_error("missing tensor '", spec.name, "' in '", ck->source(), "' (", c.architecture_name,
@@ -107,6 +111,15 @@ ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const Safe
                          ", intermediate_size ", c.intermediate_size, ", vocab_size ", c.vocab_size, ")");
     if (!info.dtype || !is_weight_dtype(*info.dtype))
       throw_config_error(where, " has dtype ", info.dtype_name, "; pagoda loads F32, BF16 or F16 weights");
+    refs.push_back(*ref);
+  }
+  ModelWeights w;
+  w.checkpoint = ck;
+  w.layers.resize(size_t(c.num_layers));
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const TensorSpec& spec = specs[k];
+    const SafetensorsTensorRef* ref = &refs[k];
+    const SafetensorsTensorInfo& info = *ref->info;
     const DType from = *info.dtype;
     const int64_t numel = int64_t(info.end - info.begin) / int64_t(info.element_size);
     // The format does not align the data section; a misaligned tensor is copied once so every later
@@ -129,9 +142,29 @@ ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const Safe
   return w;
 }
 
+int64_t model_parameter_count(const ModelConfig& c) {
+  int64_t total = 0;
+  for (const TensorSpec& spec : architecture_spec(c.arch).tensor_specs(c)) {
+    int64_t numel = 1;
+    for (int64_t d : spec.shape)
+      if (__builtin_mul_overflow(numel, d, &numel)) throw_config_error("config.json: tensor '", spec.name, "' is too large");
+    if (__builtin_add_overflow(total, numel, &total)) throw_config_error("config.json: the model is too large");
+  }
+  return total;
+}
+
 ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType dtype) {
   if (!is_weight_dtype(dtype))
     throw_config_error("weight dtype ", dtype_name(dtype), " is not supported (float32, bfloat16, float16)");
+  // The config's sizes are bounded but their product is not: check the bytes before allocating them.
+  const int64_t params = model_parameter_count(c);
+  const double bytes = double(params) * double(dtype_size(dtype));
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  const double memory = pages > 0 && page_size > 0 ? double(pages) * double(page_size) : 0.0;
+  if (memory > 0 && bytes > memory)
+    throw_config_error("random weights for ", c.architecture_name, " (", params, " parameters, ", format_bytes(bytes), " of ",
+                       dtype_name(dtype), ") do not fit in this machine's ", format_bytes(memory),
+                       " of memory; check config.json's sizes or use a smaller model");
   ModelWeights w;
   w.layers.resize(size_t(c.num_layers));
   for (const TensorSpec& spec : architecture_spec(c.arch).tensor_specs(c)) {

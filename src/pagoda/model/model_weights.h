@@ -50,6 +50,11 @@ ModelWeights load_model_weights(const ModelConfig& config, std::shared_ptr<const
 
 // Random weights of the config's shapes, no files (`--load-format dummy`). Deterministic in `seed`:
 // matrices and biases ~ N(0, 0.02^2) (transformers' default initializer_range), norm weights 1. dtype: kF32, kBF16 or kF16.
+// Throws a config error, before allocating, when they would not fit in this machine's memory.
 ModelWeights make_random_weights(const ModelConfig& config, uint64_t seed, DType dtype);
+
+// The number of weights the architecture's tensors hold for `config` (embedding, layers, head), summed in
+// 64 bits; a config error if the sum overflows (impossible within the config bounds, checked anyway).
+int64_t model_parameter_count(const ModelConfig& config);
 
 }  // namespace pagoda

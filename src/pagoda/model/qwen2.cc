@@ -1,6 +1,7 @@
 // Qwen2ForCausalLM: Llama layout + q/k/v biases (never o), sliding window per layer_types /
 // use_sliding_window + max_window_layers.
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_checks.h"
 #include "pagoda/model/architecture.h"
 
 namespace pagoda {
@@ -11,14 +12,13 @@ void parse_qwen_sliding_window(const nlohmann::json& j, const std::string& label
   const int max_window_layers = json_int(j, "max_window_layers", c.num_layers, label);
   auto lt = j.find("layer_types");
   if (lt != j.end() && !lt->is_null()) {
-    if (!lt->is_array() || int(lt->size()) != c.num_layers)
-      throw_config_error(label, ": 'layer_types' must list one type per layer (", c.num_layers, ")");
+    if (!lt->is_array() || lt->size() != size_t(c.num_layers))
+      throw_config_error(label, ": 'layer_types' must list one type per layer (", c.num_layers, "), got ", json_preview(*lt));
     for (int i = 0; i < c.num_layers; ++i) {
       const auto& t = (*lt)[size_t(i)];
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
-      if (s == "sliding_attention") c.layer_uses_sliding_window[size_t(i)] = true;
-      else if (s != "full_attention")
-        throw_config_error(label, ": layer_types[", i, "] is '", s, "' (expected full_attention or sliding_attention)");
+      if (t.is_string() && t.get<std::string>() == "sliding_attention") c.layer_uses_sliding_window[size_t(i)] = true;
+      else if (!t.is_string() || t.get<std::string>() != "full_attention")
+        throw_config_error(label, ": layer_types[", i, "] is ", json_preview(t), " (expected full_attention or sliding_attention)");
     }
   } else if (use && window > 0) {
     for (int i = 0; i < c.num_layers; ++i) c.layer_uses_sliding_window[size_t(i)] = i >= max_window_layers;

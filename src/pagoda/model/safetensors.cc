@@ -9,13 +9,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_checks.h"
+#include "pagoda/core/json_depth.h"
+#include "pagoda/core/read_file.h"
 #include "pagoda/core/tensor.h"
 
 namespace pagoda {
@@ -49,7 +50,14 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 [[noreturn]] void bad_tensor(const std::string& file, const std::string& tensor, const std::string& what) {
-  throw_config_error("invalid safetensors file '", file, "': tensor '", tensor, "': ", what);
+  throw_config_error("invalid safetensors file '", file, "': tensor '", text_preview(tensor), "': ", what);
+}
+
+// data_offsets as written, for messages: the two numbers when they are numbers, else the value's type.
+std::string offsets_str(const json& off) {
+  if (off.is_array() && off.size() == 2 && off[0].is_number() && off[1].is_number())
+    return "[" + off[0].dump() + ", " + off[1].dump() + "]";
+  return json_preview(off);
 }
 
 // Deepest nesting of [ and { outside strings (so a hostile header cannot exhaust the stack later).
@@ -99,7 +107,7 @@ SafetensorsTensorInfo parse_entry(const std::string& file, const std::string& na
   const StDType* known = nullptr;
   for (const auto& d : kStDTypes)
     if (t.dtype_name == d.name) known = &d;
-  if (!known) bad_tensor(file, name, "unknown dtype '" + t.dtype_name + "'");
+  if (!known) bad_tensor(file, name, "unknown dtype '" + text_preview(t.dtype_name) + "'");
   t.dtype = known->dtype;
   t.element_size = known->size;
 
@@ -112,7 +120,8 @@ SafetensorsTensorInfo parse_entry(const std::string& file, const std::string& na
   bool overflow = false;
   for (const auto& d : *sh) {
     uint64_t x;
-    if (!get_u64(d, &x) || x > uint64_t(INT64_MAX)) bad_tensor(file, name, "shape " + d.dump() + " is not a list of non-negative integers");
+    if (!get_u64(d, &x) || x > uint64_t(INT64_MAX))
+      bad_tensor(file, name, "shape has " + json_preview(d) + ", not a list of non-negative integers");
     t.shape.push_back(int64_t(x));
     if (__builtin_mul_overflow(numel, x, &numel)) overflow = true;
   }
@@ -120,14 +129,14 @@ SafetensorsTensorInfo parse_entry(const std::string& file, const std::string& na
   if (off == v.end() || !off->is_array() || off->size() != 2)
     bad_tensor(file, name, "missing field 'data_offsets' of two integers");
   if (!get_u64((*off)[0], &t.begin) || !get_u64((*off)[1], &t.end))
-    bad_tensor(file, name, "data_offsets " + off->dump() + " are not non-negative integers");
-  if (t.begin > t.end) bad_tensor(file, name, "data_offsets " + off->dump() + " end before they begin");
+    bad_tensor(file, name, "data_offsets " + offsets_str(*off) + " are not non-negative integers");
+  if (t.begin > t.end) bad_tensor(file, name, "data_offsets " + offsets_str(*off) + " end before they begin");
   if (t.end > data_size)
-    bad_tensor(file, name, "data_offsets " + off->dump() + " reach past the end of the data section (" +
+    bad_tensor(file, name, "data_offsets " + offsets_str(*off) + " reach past the end of the data section (" +
                                std::to_string(data_size) + " bytes); the file may be truncated");
   uint64_t nbytes = 0;
   if (overflow || __builtin_mul_overflow(numel, uint64_t(t.element_size), &nbytes) || nbytes != t.end - t.begin)
-    bad_tensor(file, name, "data_offsets " + off->dump() + " hold " + std::to_string(t.end - t.begin) +
+    bad_tensor(file, name, "data_offsets " + offsets_str(*off) + " hold " + std::to_string(t.end - t.begin) +
                                " bytes but shape " + shape_str(t.shape) + " of " + t.dtype_name + " needs " +
                                (overflow ? std::string("more than 2^64") : std::to_string(nbytes)));
   return t;
@@ -163,7 +172,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, con
       if (it.key() == "__metadata__") {
         if (!it->is_object()) bad(file, "__metadata__ is not an object");
         for (auto m = it->begin(); m != it->end(); ++m) {
-          if (!m->is_string()) bad(file, "__metadata__ value of '" + m.key() + "' is not a string");
+          if (!m->is_string()) bad(file, "__metadata__ value of '" + text_preview(m.key()) + "' is not a string");
           h.metadata[m.key()] = m->get<std::string>();
         }
         continue;
@@ -171,7 +180,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, con
       h.tensors.push_back(parse_entry(file, it.key(), *it, data_size));
     }
   } catch (const json::exception& e) {  // a type this parser did not anticipate: still a clear error
-    bad(file, std::string("malformed header: ") + e.what());
+    bad(file, "malformed header: " + text_preview(e.what(), 200));
   }
   // Overlaps: sort by begin; each non-empty tensor must start at or after the previous one's end.
   std::vector<const SafetensorsTensorInfo*> by_offset;
@@ -180,7 +189,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, con
   std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i]->begin < by_offset[i - 1]->end)
-      bad(file, "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap (bytes " +
+      bad(file, "tensors '" + text_preview(by_offset[i - 1]->name) + "' and '" + text_preview(by_offset[i]->name) + "' overlap (bytes " +
                     std::to_string(by_offset[i]->begin) + " < " + std::to_string(by_offset[i - 1]->end) + ")");
   std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return h;
@@ -249,11 +258,8 @@ std::shared_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
   if (!fs::is_regular_file(index_path, ec))
     throw_runtime_error("no weights in '", path, "': expected model.safetensors or model.safetensors.index.json");
   const std::string index = index_path.string();
-  std::ifstream in(index, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  if (json_depth(text.data(), text.size()) > kSafetensorsMaxJsonDepth) throw_config_error("invalid index '", index, "': nests too deep");
+  const std::string text = read_user_file(index, kMaxConfigFileBytes);
+  check_json_depth(text, "invalid index '" + index + "'", kSafetensorsMaxJsonDepth);
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw_config_error("invalid index '", index, "': not a JSON object");
   auto wm = j.find("weight_map");
@@ -261,20 +267,23 @@ std::shared_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
     throw_config_error("invalid index '", index, "': missing or empty object 'weight_map'");
   std::map<std::string, SafetensorsFile*> shards;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
-    if (!it->is_string()) throw_config_error("invalid index '", index, "': weight_map entry '", it.key(), "' is not a file name");
+    if (!it->is_string())
+      throw_config_error("invalid index '", index, "': weight_map entry '", text_preview(it.key()), "' is ", json_preview(*it),
+                         ", not a file name");
     const std::string shard = it->get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." || shard == "..")
-      throw_config_error("invalid index '", index, "': shard name '", shard, "' of tensor '", it.key(), "' is not a plain file name");
+      throw_config_error("invalid index '", index, "': shard name '", text_preview(shard), "' of tensor '", text_preview(it.key()),
+                         "' is not a plain file name");
     auto [sit, inserted] = shards.emplace(shard, nullptr);
     if (inserted) {
       const fs::path shard_path = dir / shard;
       if (!fs::is_regular_file(shard_path, ec))
-        throw_runtime_error("shard '", shard, "' listed in '", index, "' (tensor '", it.key(), "') does not exist");
+        throw_runtime_error("shard '", text_preview(shard), "' listed in '", index, "' (tensor '", text_preview(it.key()), "') does not exist");
       sit->second = add_file(shard_path.string());
     }
     const SafetensorsTensorInfo* t = sit->second->find(it.key());
     if (!t)
-      throw_config_error("invalid index '", index, "': tensor '", it.key(), "' is listed in shard '", shard,
+      throw_config_error("invalid index '", index, "': tensor '", text_preview(it.key()), "' is listed in shard '", text_preview(shard),
                          "' but that file does not contain it");
     ck->tensors_[it.key()] = {sit->second, t};
   }

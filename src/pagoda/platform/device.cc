@@ -1,5 +1,7 @@
 #include "pagoda/platform/device.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -64,11 +66,17 @@ CpuInfo detect_cpu() {
   return c;
 }
 
+uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : 0;
+}
+
 DeviceInfo cpu_device() {
   DeviceInfo d;
   d.kind = DeviceKind::kCpu;
   d.cpu = detect_cpu();
   d.name = d.cpu.model_name;
+  d.total_memory = host_memory_bytes();
   return d;
 }
 

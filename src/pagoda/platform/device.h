@@ -41,7 +41,9 @@ struct DeviceInfo {
 };
 
 CpuInfo detect_cpu();
-// The host CPU as a device.
+// The host's physical memory in bytes; 0 when the system does not say.
+uint64_t host_memory_bytes();
+// The host CPU as a device (total_memory: host_memory_bytes()).
 DeviceInfo cpu_device();
 // True when this binary was built with the CUDA runtime.
 bool cuda_runtime_built();

@@ -20,17 +20,24 @@ constexpr size_t kMaxCacheEntries = 65536;
 BpeModel::BpeModel(const Json& model, const std::string& where) {
   const std::string here = where + ": model";
   const Json& vocab = json_field(model, "vocab", here);
-  if (!vocab.is_object()) throw_config_error(here, ": 'vocab' must be an object of token -> id");
+  if (!vocab.is_object()) throw_config_error(here, ": 'vocab' must be an object of token -> id, got ", json_preview(vocab));
   int max_id = -1;
   vocab_.reserve(vocab.size());
   for (const auto& [token, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer()) throw_config_error(here, ": the id of token '", token, "' is not an integer");
+    if (!id_json.is_number_integer())
+      throw_config_error(here, ": the id of token '", text_preview(token), "' is not an integer: ", json_preview(id_json));
     const auto id = id_json.get<long long>();
     if (id < 0 || id > kMaxTokenId) {
-      throw_config_error(here, ": token '", token, "' has id ", id, ", outside 0..", kMaxTokenId);
+      throw_config_error(here, ": token '", text_preview(token), "' has id ", id, ", outside 0..", kMaxTokenId);
     }
     vocab_[token] = static_cast<int>(id);
     max_id = std::max(max_id, static_cast<int>(id));
+  }
+  // id -> token is a flat table; a vocabulary whose ids leave most of it empty (a handful of tokens with
+  // ids in the millions) would cost memory out of all proportion to the file, and no real one does.
+  if (static_cast<size_t>(max_id) >= 2 * vocab.size() + 4096) {
+    throw_config_error(here, ": the vocabulary has ", vocab.size(), " tokens but ids up to ", max_id,
+                       "; pagoda needs ids numbered from 0 without large gaps");
   }
   tokens_.resize(static_cast<size_t>(max_id + 1));
   has_token_.assign(tokens_.size(), false);
@@ -50,7 +57,7 @@ BpeModel::BpeModel(const Json& model, const std::string& where) {
   const std::string unk = json_string_or(model, "unk_token", "", here);
   if (!unk.empty()) {
     auto it = vocab_.find(unk);
-    if (it == vocab_.end()) throw_config_error(here, ": unk_token '", unk, "' is not in the vocabulary");
+    if (it == vocab_.end()) throw_config_error(here, ": unk_token '", text_preview(unk), "' is not in the vocabulary");
     unk_id_ = it->second;
   }
   for (int b = 0; b < 256; ++b) {
@@ -63,7 +70,7 @@ BpeModel::BpeModel(const Json& model, const std::string& where) {
 }
 
 void BpeModel::load_merges(const Json& merges, const std::string& where) {
-  if (!merges.is_array()) throw_config_error(where, ": 'merges' must be a list");
+  if (!merges.is_array()) throw_config_error(where, ": 'merges' must be a list, got ", json_preview(merges));
   merges_.reserve(merges.size());
   int rank = 0;
   for (const Json& m : merges) {
@@ -73,7 +80,7 @@ void BpeModel::load_merges(const Json& merges, const std::string& where) {
       const std::string& s = m.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-        throw_config_error(where, ": merge #", rank, " '", s, "' is not two tokens separated by one space");
+        throw_config_error(where, ": merge #", rank, " '", text_preview(s), "' is not two tokens separated by one space");
       }
       left = s.substr(0, sp);
       right = s.substr(sp + 1);
@@ -81,7 +88,7 @@ void BpeModel::load_merges(const Json& merges, const std::string& where) {
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
     } else {
-      throw_config_error(where, ": merge #", rank, " must be \"a b\" or [\"a\", \"b\"], found ", m.dump());
+      throw_config_error(where, ": merge #", rank, " must be \"a b\" or [\"a\", \"b\"], found ", json_preview(m));
     }
     std::string merged = left;
     std::string_view tail = right;
@@ -93,7 +100,7 @@ void BpeModel::load_merges(const Json& merges, const std::string& where) {
     auto find = [&](const std::string& t) {
       auto it = vocab_.find(t);
       if (it == vocab_.end()) {
-        throw_config_error(where, ": merge #", rank, " ('", left, "', '", right, "') uses token '", t,
+        throw_config_error(where, ": merge #", rank, " ('", text_preview(left), "', '", text_preview(right), "') uses token '", text_preview(t),
                            "', which is not in the vocabulary");
       }
       return it->second;

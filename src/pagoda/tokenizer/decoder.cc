@@ -16,7 +16,7 @@ char32_t single_char(const Json& spec, std::string_view key, std::string_view fa
   const std::string s = json_string_or(spec, key, fallback, where);
   char32_t cp = 0;
   if (s.empty() || !utf8_is_valid(s) || utf8_decode(s, 0, &cp) != s.size()) {
-    throw_config_error(where, ": '", key, "' must be exactly one character, found '", s, "'");
+    throw_config_error(where, ": '", key, "' must be exactly one character, found '", text_preview(s), "'");
   }
   return cp;
 }
@@ -201,10 +201,9 @@ class SequenceDecoder final : public Decoder {
 
 size_t json_count(const Json& spec, std::string_view key, const std::string& where) {
   const Json& v = json_field(spec, key, where);
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<long long>() >= 0)) {
-    throw_config_error(where, ": '", key, "' must be a non-negative integer");
-  }
-  return static_cast<size_t>(std::min<long long>(v.get<long long>(), 1 << 20));
+  const std::optional<int64_t> n = json_integral(v);
+  if (!n || *n < 0) throw_config_error(where, ": '", key, "' must be a non-negative integer, got ", json_preview(v));
+  return static_cast<size_t>(std::min<int64_t>(*n, 1 << 20));
 }
 
 }  // namespace
@@ -212,7 +211,7 @@ size_t json_count(const Json& spec, std::string_view key, const std::string& whe
 std::unique_ptr<Decoder> parse_decoder(const Json& spec, const std::string& where) {
   if (spec.is_null()) return nullptr;
   const std::string type = json_type(spec, where);
-  const std::string here = where + " (" + type + ")";
+  const std::string here = where + " (" + text_preview(type) + ")";
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
@@ -238,7 +237,7 @@ std::unique_ptr<Decoder> parse_decoder(const Json& spec, const std::string& wher
     }
     return std::make_unique<SequenceDecoder>(std::move(steps));
   }
-  throw_config_error(where, ": decoder type '", type,
+  throw_config_error(where, ": decoder type '", text_preview(type),
                      "' is not supported (supported: ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, "
                      "Sequence)");
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/json_checks.h"
 
 namespace pagoda::tokenizer_detail {
 

@@ -90,7 +90,7 @@ PatternSpec parse_pattern(const Json& spec, const std::string& where) {
     p.literal = json_string(spec, "String", where + ": pattern");
     if (p.literal.empty()) throw_config_error(where, ": the pattern string is empty");
   } else {
-    throw_config_error(where, ": pattern must be {\"String\": ...} or {\"Regex\": ...}, found ", spec.dump());
+    throw_config_error(where, ": pattern must be {\"String\": ...} or {\"Regex\": ...}, found ", json_preview(spec));
   }
   return p;
 }
@@ -98,7 +98,7 @@ PatternSpec parse_pattern(const Json& spec, const std::string& where) {
 std::unique_ptr<Normalizer> parse_normalizer(const Json& spec, const std::string& where) {
   if (spec.is_null()) return nullptr;
   const std::string type = json_type(spec, where);
-  const std::string here = where + " (" + type + ")";
+  const std::string here = where + " (" + text_preview(type) + ")";
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfc);
   if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfd);
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfkc);
@@ -117,7 +117,7 @@ std::unique_ptr<Normalizer> parse_normalizer(const Json& spec, const std::string
     }
     return std::make_unique<SequenceNormalizer>(std::move(steps));
   }
-  throw_config_error(where, ": normalizer type '", type,
+  throw_config_error(where, ": normalizer type '", text_preview(type),
                      "' is not supported (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)");
 }
 

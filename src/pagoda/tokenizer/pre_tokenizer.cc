@@ -127,7 +127,7 @@ SplitBehavior parse_behavior(const std::string& name, const std::string& where) 
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
-  throw_config_error(where, ": unknown split behavior '", name,
+  throw_config_error(where, ": unknown split behavior '", text_preview(name),
                      "' (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous)");
 }
 
@@ -272,7 +272,7 @@ class SequencePreTokenizer final : public PreTokenizer {
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& spec, const std::string& where) {
   if (spec.is_null()) return nullptr;
   const std::string type = json_type(spec, where);
-  const std::string here = where + " (" + type + ")";
+  const std::string here = where + " (" + text_preview(type) + ")";
   if (type == "ByteLevel") {
     return std::make_unique<ByteLevelPreTokenizer>(json_bool_or(spec, "add_prefix_space", true, here),
                                                    json_bool_or(spec, "use_regex", true, here));
@@ -299,7 +299,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& spec, const std::s
       } else if (scheme == "never") {
         prepend = P::kNever;
       } else {
-        throw_config_error(here, ": unknown prepend_scheme '", scheme, "' (expected always, first or never)");
+        throw_config_error(here, ": unknown prepend_scheme '", text_preview(scheme), "' (expected always, first or never)");
       }
     }
     return std::make_unique<MetaspacePreTokenizer>(std::move(replacement), prepend,
@@ -317,7 +317,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& spec, const std::s
     }
     return std::make_unique<SequencePreTokenizer>(std::move(steps));
   }
-  throw_config_error(where, ": pre_tokenizer type '", type,
+  throw_config_error(where, ": pre_tokenizer type '", text_preview(type),
                      "' is not supported (supported: ByteLevel, Split, Metaspace, Digits, Sequence)");
 }
 

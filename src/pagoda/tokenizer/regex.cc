@@ -71,7 +71,7 @@ Regex::Regex(std::string_view pattern, const std::string& where) {
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
                                    PCRE2_UTF | PCRE2_UCP, &err, &err_offset, nullptr);
   if (code == nullptr) {
-    throw_config_error(where, ": the regex pattern '", pattern, "' does not compile (", pcre2_message(err),
+    throw_config_error(where, ": the regex pattern '", text_preview(pattern), "' does not compile (", pcre2_message(err),
                        " at offset ", err_offset, ")");
   }
   auto c = std::make_shared<Code>();

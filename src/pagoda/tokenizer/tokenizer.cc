@@ -92,6 +92,15 @@ Tokenizer Tokenizer::from_files(const std::filesystem::path& tokenizer_json,
   return Tokenizer(std::move(impl));
 }
 
+Tokenizer Tokenizer::from_json_text(std::string_view tokenizer_json, std::string_view tokenizer_config_json) {
+  TokenizerSources src;
+  src.tokenizer_json = std::string(tokenizer_json);
+  if (!tokenizer_config_json.empty()) src.config = std::string(tokenizer_config_json);
+  auto impl = std::make_shared<Impl>();
+  impl->load(src);
+  return Tokenizer(std::move(impl));
+}
+
 std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
   return impl_->encode(text, add_special_tokens, parse_special);
 }

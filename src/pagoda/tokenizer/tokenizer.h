@@ -48,6 +48,11 @@ class Tokenizer {
   // tokenizer.json); the other optional files are still looked up beside `tokenizer_config`.
   static Tokenizer from_files(const std::filesystem::path& tokenizer_json,
                               const std::filesystem::path& tokenizer_config);
+  // The same from the text of tokenizer.json and of tokenizer_config.json ("" = no such file), with no
+  // file I/O (tests and the fuzz entry point); errors name the inputs "tokenizer.json" and
+  // "tokenizer_config.json". Every loader above also refuses JSON nested deeper than kMaxJsonDepth and
+  // files larger than kMaxTokenizerFileBytes / kMaxConfigFileBytes (core/read_file.h).
+  static Tokenizer from_json_text(std::string_view tokenizer_json, std::string_view tokenizer_config_json = {});
 
   // Text -> ids. add_special_tokens: add what the tokenizer adds around a sequence (Llama's BOS): the
   // post_processor's template, overridden by tokenizer_config's add_bos_token / add_eos_token when set.

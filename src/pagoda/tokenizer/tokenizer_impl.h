@@ -16,6 +16,20 @@
 
 namespace pagoda {
 
+// The inputs a tokenizer is built from, as text; an absent optional file is nullopt. The labels name
+// the inputs in errors (their paths, or bare file names for text given directly).
+struct TokenizerSources {
+  std::string tokenizer_json;
+  std::string tokenizer_json_label = "tokenizer.json";
+  std::optional<std::string> config;  // tokenizer_config.json
+  std::string config_label = "tokenizer_config.json";
+  std::optional<std::string> special_tokens_map;
+  std::string special_tokens_map_label = "special_tokens_map.json";
+  std::optional<std::string> generation_config;
+  std::string generation_config_label = "generation_config.json";
+  std::optional<std::string> chat_template_jinja;
+};
+
 struct Tokenizer::Impl {
   std::string source;  // the tokenizer.json path, for messages
   std::unique_ptr<tokenizer_detail::BpeModel> model;
@@ -32,15 +46,17 @@ struct Tokenizer::Impl {
   std::string eos_token;
   int vocab_size = 0;
 
-  // Reads tokenizer.json and the optional files (tokenizer_loader.cc).
+  // Reads tokenizer.json and the optional files beside tokenizer_config (tokenizer_loader.cc).
   void load(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
+  // The same from text, no file I/O.
+  void load(const TokenizerSources& sources);
 
   std::vector<int> encode(std::string_view text, bool add_special_tokens, bool parse_special) const;
   std::string decode(std::span<const int> ids, bool skip_special_tokens,
                      tokenizer_detail::InvalidBytes invalid = tokenizer_detail::InvalidBytes::kReplace) const;
 
  private:
-  void load_files(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
+  void build(const TokenizerSources& sources);
   // Normalizes one text segment, splits off normalized added tokens, pre-tokenizes and runs the model.
   void encode_segment(std::string_view text, bool at_start, bool parse_special, std::vector<int>* ids) const;
   void encode_normalized(std::string text, bool at_start, std::vector<int>* ids) const;

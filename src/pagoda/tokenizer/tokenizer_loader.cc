@@ -1,10 +1,11 @@
 // Builds a Tokenizer from tokenizer.json and the optional files beside it (tokenizer_config.json,
 // special_tokens_map.json, generation_config.json, chat_template.jinja).
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
+#include "pagoda/core/json_checks.h"
+#include "pagoda/core/json_depth.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/read_file.h"
 #include "pagoda/tokenizer/tokenizer_impl.h"
 
 namespace pagoda {
@@ -15,27 +16,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_runtime_error("tokenizer: cannot read '", path.string(), "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Json parse_json_file(const fs::path& path) {
+// Depth-checks, then parses; the JSON type is what tokenizer.json and its companions need (the
+// walkers below recurse once per nesting level, which check_json_depth bounds).
+Json parse_json_text(const std::string& text, const std::string& where) {
+  check_json_depth(text, where);
   try {
-    return Json::parse(read_text(path));
+    return Json::parse(text);
   } catch (const Json::exception& e) {
-    throw_config_error("tokenizer: '", path.string(), "' is not valid JSON (", e.what(), ")");
+    throw_config_error("tokenizer: '", where, "' is not valid JSON (", text_preview(e.what(), 200), ")");
   }
 }
 
-// An optional file: null when absent.
-Json parse_optional_json(const fs::path& path) {
+// An optional file's text: nullopt when absent.
+std::optional<std::string> read_optional(const fs::path& path, uint64_t max_bytes) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return nullptr;
-  return parse_json_file(path);
+  if (!fs::exists(path, ec)) return std::nullopt;
+  return read_user_file(path.string(), max_bytes);
 }
 
 // A special token in tokenizer_config.json / special_tokens_map.json: "text" or {"content": "text", ...}.
@@ -68,7 +64,8 @@ AddedToken parse_added_token(const Json& t, int id, const std::string& where) {
 }
 
 int checked_id(long long id, const std::string& where) {
-  if (id < 0 || id > kMaxTokenId) throw_config_error(where, ": token id ", id, " is outside 0..", kMaxTokenId);
+  if (id < 0 || id > kMaxTokenId)
+    throw_config_error(where, ": token id ", id, " is outside 0..", kMaxTokenId, "; fix the id in the file");
   return static_cast<int>(id);
 }
 
@@ -81,7 +78,7 @@ SpecialAffixes parse_post_processor(const Json& spec, const std::string& where) 
   SpecialAffixes out;
   if (spec.is_null()) return out;
   const std::string type = json_type(spec, where);
-  const std::string here = where + " (" + type + ")";
+  const std::string here = where + " (" + text_preview(type) + ")";
   if (type == "ByteLevel") return out;  // only adjusts offsets
   if (type == "TemplateProcessing") {
     const Json& special = json_field(spec, "special_tokens", here);
@@ -94,13 +91,14 @@ SpecialAffixes parse_post_processor(const Json& spec, const std::string& where) 
       } else if (piece.is_object() && piece.contains("SpecialToken")) {
         const std::string name = json_string(piece["SpecialToken"], "id", here);
         const Json& ids = json_field(json_field(special, name, here + ": special_tokens"), "ids", here);
-        if (!ids.is_array()) throw_config_error(here, ": the ids of special token '", name, "' must be a list");
+        if (!ids.is_array()) throw_config_error(here, ": the ids of special token '", text_preview(name), "' must be a list");
         for (const Json& id : ids) {
-          if (!id.is_number_integer()) throw_config_error(here, ": special token '", name, "' has a non-integer id");
+          if (!id.is_number_integer())
+            throw_config_error(here, ": special token '", text_preview(name), "' has a non-integer id: ", json_preview(id));
           (seen_sequence ? out.suffix : out.prefix).push_back(checked_id(id.get<long long>(), here));
         }
       } else {
-        throw_config_error(here, ": unexpected template piece ", piece.dump());
+        throw_config_error(here, ": unexpected template piece ", json_preview(piece));
       }
     }
     return out;
@@ -127,15 +125,15 @@ SpecialAffixes parse_post_processor(const Json& spec, const std::string& where) 
     }
     return out;
   }
-  throw_config_error(where, ": post_processor type '", type,
+  throw_config_error(where, ": post_processor type '", text_preview(type),
                      "' is not supported (supported: TemplateProcessing, ByteLevel, BertProcessing, "
                      "RobertaProcessing, Sequence)");
 }
 
-std::string read_chat_template(const Json& config, const fs::path& folder, const std::string& where) {
+// `jinja`: the text of chat_template.jinja beside the config, when there is one.
+std::string read_chat_template(const Json& config, const std::optional<std::string>& jinja, const std::string& where) {
   // transformers prefers chat_template.jinja over the config's string when both exist.
-  std::error_code ec;
-  if (fs::is_regular_file(folder / "chat_template.jinja", ec)) return read_text(folder / "chat_template.jinja");
+  if (jinja) return *jinja;
   if (!config.is_object() || !config.contains("chat_template")) return {};
   const Json& t = config["chat_template"];
   if (t.is_string()) return t.get<std::string>();
@@ -144,21 +142,22 @@ std::string read_chat_template(const Json& config, const fs::path& folder, const
     const Json* chosen = nullptr;
     for (const Json& e : t) {
       if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) {
-        throw_config_error(where, ": chat_template entries must be {\"name\": ..., \"template\": ...}");
+        throw_config_error(where, ": chat_template entries must be {\"name\": ..., \"template\": ...}, found ",
+                           json_preview(e));
       }
       if (chosen == nullptr || (e.contains("name") && e["name"] == "default")) chosen = &e;
     }
     return chosen ? (*chosen)["template"].get<std::string>() : std::string();
   }
   if (t.is_null()) return {};
-  throw_config_error(where, ": chat_template must be a string or a list of named templates");
+  throw_config_error(where, ": chat_template must be a string or a list of named templates, got ", json_preview(t));
 }
 
 }  // namespace
 
-void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& config_path) {
-  const std::string where = json_path.string();
-  const Json tj = parse_json_file(json_path);
+void Tokenizer::Impl::build(const TokenizerSources& src) {
+  const std::string& where = src.tokenizer_json_label;
+  const Json tj = parse_json_text(src.tokenizer_json, where);
   if (!tj.is_object()) throw_config_error(where, ": expected a JSON object at the top level");
 
   const Json& model_json = json_field(tj, "model", where);
@@ -169,7 +168,7 @@ void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& conf
     type = "(unknown)";
   }
   if (type != "BPE") {
-    throw_config_error(where, ": model type '", type,
+    throw_config_error(where, ": model type '", text_preview(type),
                        "' is not supported; pagoda reads BPE tokenizers (GPT-2, Llama, Qwen, Mistral families)");
   }
   model = std::make_unique<BpeModel>(model_json, where);
@@ -184,18 +183,20 @@ void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& conf
     added.add(std::move(t));
   };
   const Json added_json = component("added_tokens");
-  if (!added_json.is_null() && !added_json.is_array()) throw_config_error(where, ": 'added_tokens' must be a list");
+  if (!added_json.is_null() && !added_json.is_array())
+    throw_config_error(where, ": 'added_tokens' must be a list, got ", json_preview(added_json));
   for (const Json& t : added_json.is_array() ? added_json : Json::array()) {
     const Json& id = json_field(t, "id", where + ": added_tokens");
-    if (!id.is_number_integer()) throw_config_error(where, ": added token ", t.dump(), " has no integer id");
+    if (!id.is_number_integer()) throw_config_error(where, ": added token id must be an integer, got ", json_preview(id));
     add_token(parse_added_token(t, checked_id(id.get<long long>(), where), where + ": added_tokens"));
   }
 
-  const fs::path folder = config_path.parent_path();
-  const std::string config_where = config_path.string();
-  const Json config = parse_optional_json(config_path);
-  const Json token_map = parse_optional_json(folder / "special_tokens_map.json");
-  const Json generation = parse_optional_json(folder / "generation_config.json");
+  const std::string& config_where = src.config_label;
+  const Json config = src.config ? parse_json_text(*src.config, config_where) : Json(nullptr);
+  const Json token_map =
+      src.special_tokens_map ? parse_json_text(*src.special_tokens_map, src.special_tokens_map_label) : Json(nullptr);
+  const Json generation =
+      src.generation_config ? parse_json_text(*src.generation_config, src.generation_config_label) : Json(nullptr);
 
   // Tokens the config adds that tokenizer.json lacks (transformers adds them on load).
   if (config.is_object() && config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
@@ -245,8 +246,10 @@ void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& conf
   if (generation.is_object() && generation.contains("eos_token_id")) {
     const Json& e = generation["eos_token_id"];
     for (const Json& id : e.is_array() ? e : Json::array({e})) {
-      if (!id.is_number_integer()) continue;
-      const int v = checked_id(id.get<long long>(), (folder / "generation_config.json").string());
+      if (id.is_null()) continue;
+      const std::optional<int64_t> n = json_integral(id);
+      if (!n) throw_config_error(src.generation_config_label, ": eos_token_id must be a token id, got ", json_preview(id));
+      const int v = checked_id(*n, src.generation_config_label);
       if (std::find(eos_ids.begin(), eos_ids.end(), v) == eos_ids.end()) eos_ids.push_back(v);
     }
   }
@@ -276,7 +279,7 @@ void Tokenizer::Impl::load_files(const fs::path& json_path, const fs::path& conf
     apply("add_bos_token", bos_id, &prefix_ids, true);
     apply("add_eos_token", eos, &suffix_ids, false);
   }
-  chat_template = read_chat_template(config, folder, config_where);
+  chat_template = read_chat_template(config, src.chat_template_jinja, config_where);
   vocab_size = max_id + 1;
 }
 
@@ -291,13 +294,28 @@ void Tokenizer::Impl::load(const fs::path& tokenizer_json, const fs::path& token
     }
     throw_runtime_error("tokenizer: '", tokenizer_json.string(), "' not found (", hint, ")");
   }
-  source = tokenizer_json.string();
+  const fs::path folder = tokenizer_config.parent_path();
+  TokenizerSources src;
+  src.tokenizer_json_label = tokenizer_json.string();
+  src.tokenizer_json = read_user_file(src.tokenizer_json_label, kMaxTokenizerFileBytes);
+  src.config_label = tokenizer_config.string();
+  src.config = read_optional(tokenizer_config, kMaxConfigFileBytes);
+  src.special_tokens_map_label = (folder / "special_tokens_map.json").string();
+  src.special_tokens_map = read_optional(folder / "special_tokens_map.json", kMaxConfigFileBytes);
+  src.generation_config_label = (folder / "generation_config.json").string();
+  src.generation_config = read_optional(folder / "generation_config.json", kMaxConfigFileBytes);
+  src.chat_template_jinja = read_optional(folder / "chat_template.jinja", kMaxConfigFileBytes);
+  load(src);
+}
+
+void Tokenizer::Impl::load(const TokenizerSources& src) {
+  source = src.tokenizer_json_label;
   try {
-    load_files(tokenizer_json, tokenizer_config);
+    build(src);
   } catch (const Json::exception& e) {
     // A field of an unexpected JSON type that the explicit checks did not catch.
-    throw_config_error("tokenizer: '", tokenizer_json.string(),
-                       "' (or a config file beside it) has an unexpected structure: ", e.what());
+    throw_config_error("tokenizer: '", source, "' (or a config file beside it) has an unexpected structure: ",
+                       text_preview(e.what(), 200));
   }
   PAGODA_LOG_DEBUG("tokenizer: loaded ", source, " (", vocab_size, " tokens)");
 }
