@@ -412,7 +412,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
                     " GiB), reserved before the KV cache");
   }
   if (!options.enforce_eager)
-    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
+    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512})
       if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
   float ks = options.k_scale, vs = options.v_scale;
   m.kscale = DeviceBuffer(4);
@@ -648,6 +648,39 @@ void CudaModelRunner::capture_graph(int bp) {
   PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
   PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
   PAGODA_LOG_DEBUG("captured a CUDA graph for decode batch size ", bp);
+}
+
+void CudaModelRunner::capture_decode_graphs() {
+  Impl& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  int n = 0;
+  for (int bp : m.graph_sizes) {
+    if (m.graphs.count(bp) && m.graphs[bp]) continue;
+    // bp padding sequences: no tokens, nothing written to the cache (slot -1), context 0.
+    uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
+    int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
+    int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
+    int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
+    int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
+    int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
+    int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+    qsl[0] = 0;
+    for (int s = 0; s < bp; ++s) {
+      ids[s] = 0;
+      pos[s] = 0;
+      slot[s] = -1;
+      qsl[s + 1] = 0;
+      sl[s] = 0;
+      li[s] = s;
+    }
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
+    capture_graph(bp);  // syncs after its eager run, before meta_host is written again
+    ++n;
+  }
+  finish_step(m);
+  if (n > 0)
+    PAGODA_LOG_INFO("captured ", n, " decode CUDA graphs (batch sizes up to ", m.graph_sizes.back(), ") in ",
+                    since(t0), " s");
 }
 
 int CudaModelRunner::run_to_logits(const ForwardBatch& b) {

@@ -82,6 +82,10 @@ class CudaModelRunner final : public ModelRunner {
   uint64_t weight_bytes() const;
   uint64_t kv_cache_bytes() const;
 
+  // Captures the CUDA graph of every decode batch size now (at start, as vLLM does) rather than at the first
+  // step of each size; no-op with enforce_eager.
+  void capture_decode_graphs();
+
   // Profiling: while on, every step appends a CudaStepProfile (and syncs at its end, also when it samples
   // no row).
   void set_profiling(bool on);
