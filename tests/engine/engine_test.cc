@@ -217,6 +217,35 @@ TEST(Engine, ChunkedPrefillWithA7TokenBudgetGivesTheSameGreedyTokens) {
   }
 }
 
+// The step timeline (bench throughput --step-profile) has one entry per step that ran the model, whose
+// tokens add up to the computed tokens, with decodes counted among the sequences.
+TEST(Engine, StepTimelineRecordsEveryModelStep) {
+  EngineOptions o;
+  o.max_num_batched_tokens = 7;
+  o.enable_prefix_caching = false;
+  Rig rig(64, 16, o);
+  std::vector<EngineStepTiming> timeline;
+  rig.engine.set_step_timeline(&timeline);
+  for (int n : {1, 9, 17}) rig.engine.add_request(golden_prompt(n), greedy(5));
+  while (rig.engine.has_unfinished()) rig.engine.step();
+  const EngineMetrics m = rig.engine.metrics();
+  ASSERT_EQ(int64_t(timeline.size()), m.num_steps);
+  int64_t tokens = 0, decodes = 0;
+  for (const EngineStepTiming& t : timeline) {
+    EXPECT_GE(t.tokens, 1);
+    EXPECT_LE(t.tokens, 7);
+    EXPECT_LE(t.decodes, t.seqs);
+    EXPECT_LE(t.decodes, t.tokens);
+    EXPECT_GE(t.schedule_s, 0);
+    EXPECT_GE(t.forward_s, 0);
+    EXPECT_GE(t.post_s, 0);
+    tokens += t.tokens;
+    decodes += t.decodes;
+  }
+  EXPECT_EQ(tokens, m.computed_tokens);
+  EXPECT_EQ(decodes, 3 * 4);  // every generated token but each request's first is a decode
+}
+
 // The reference models' float32 greedy continuations (Qwen3, Llama, Qwen2: GQA, q/k norm, biases), all four
 // prompts (1 to 200 tokens) in one batch: under a 7-token budget, and with a KV cache too small for all of them.
 TEST(Engine, ReferenceModelsBatchedWithChunkingAndPreemption) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,10 @@
 #include "pagoda/engine/engine.h"
 #include "pagoda/engine/generator.h"
 #include "pagoda/engine/model_setup.h"
+#include "pagoda/platform/device.h"
+#ifdef PAGODA_WITH_CUDA_MODEL
+#include "pagoda/model/cuda/cuda_model_runner.h"
+#endif
 
 namespace pagoda {
 namespace {
@@ -121,6 +126,108 @@ int run_bench_latency(const std::vector<std::string>& raw) {
 
 namespace pagoda {
 
+namespace {
+
+#ifdef PAGODA_WITH_CUDA_MODEL
+// `bench throughput --step-profile FILE`: where the run's time went, by step kind (host phases, GPU time,
+// the GPU's idle time between steps) and, for eager steps, by op (GPU time and achieved TFLOP/s of the
+// GEMMs); one CSV row per step in FILE.
+void report_step_profile(const std::vector<EngineStepTiming>& eng, const std::vector<CudaStepProfile>& run,
+                         const ModelConfig& c, double wall_s, const std::string& csv) {
+  if (eng.size() != run.size()) {
+    std::printf("step profile: %zu engine steps but %zu runner steps; no report\n", eng.size(), run.size());
+    return;
+  }
+  struct Sum {
+    int steps = 0;
+    double tokens = 0, decodes = 0, schedule = 0, build = 0, prep = 0, plan = 0, launch = 0, wait = 0, post = 0,
+           forward = 0, gpu = 0;
+  };
+  const char* kinds[] = {"decode (graph)", "decode (eager)", "mixed/prefill", "graph capture"};
+  Sum sums[4], all;
+  struct Ops {  // eager steps of one kind
+    std::array<double, kNumStepOps> s{};
+    double tokens = 0, rows = 0, gpu = 0;
+  } ops[4];
+  std::ofstream f(csv);
+  f << "step,kind,tokens,seqs,decodes,rows,schedule_ms,build_ms,forward_ms,post_ms,prep_ms,plan_ms,launch_ms,wait_ms,gpu_ms";
+  for (const char* n : kStepOpNames) f << ",gpu_" << n << "_ms";
+  f << "\n";
+  for (size_t i = 0; i < eng.size(); ++i) {
+    const EngineStepTiming& e = eng[i];
+    const CudaStepProfile& r = run[i];
+    const int k = r.capture ? 3 : r.graph ? 0 : e.decodes == e.tokens ? 1 : 2;
+    for (Sum* s : {&sums[k], &all}) {
+      ++s->steps;
+      s->tokens += e.tokens;
+      s->decodes += e.decodes;
+      s->schedule += e.schedule_s;
+      s->build += e.build_s;
+      s->prep += r.prep_s;
+      s->plan += r.plan_s;
+      s->launch += r.launch_s;
+      s->wait += r.wait_s;
+      s->post += e.post_s;
+      s->forward += e.forward_s;
+      s->gpu += r.gpu_s;
+    }
+    if (!r.graph && !r.capture) {
+      for (int o = 0; o < kNumStepOps; ++o) ops[k].s[size_t(o)] += r.op_s[size_t(o)];
+      ops[k].tokens += r.tokens;
+      ops[k].rows += r.rows;
+      ops[k].gpu += r.gpu_s;
+    }
+    f << i << ',' << kinds[k] << ',' << e.tokens << ',' << e.seqs << ',' << e.decodes << ',' << r.rows << ','
+      << e.schedule_s * 1e3 << ',' << e.build_s * 1e3 << ',' << e.forward_s * 1e3 << ',' << e.post_s * 1e3 << ','
+      << r.prep_s * 1e3 << ',' << r.plan_s * 1e3 << ',' << r.launch_s * 1e3 << ',' << r.wait_s * 1e3 << ','
+      << r.gpu_s * 1e3;
+    for (double t : r.op_s) f << ',' << t * 1e3;
+    f << '\n';
+  }
+  std::printf("\nStep profile: %d steps in %.2f s; engine steps %.2f s, GPU busy %.2f s (%.1f%% of the run)\n",
+              all.steps, wall_s, all.schedule + all.build + all.forward + all.post, all.gpu, 100 * all.gpu / wall_s);
+  std::printf("%-15s %6s %8s %8s | ms per step: %7s %6s %6s %6s %6s %6s %7s %6s | %8s %8s\n", "step kind", "steps",
+              "tok/step", "dec/step", "wall", "sched", "build", "prep", "plan", "launch", "wait", "post", "gpu",
+              "total s");
+  auto row = [&](const char* name, const Sum& s) {
+    if (s.steps == 0) return;
+    const double n = s.steps;
+    const double wall = s.schedule + s.build + s.forward + s.post;
+    std::printf("%-15s %6d %8.1f %8.1f | %21.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.3f %6.3f | %8.3f %8.2f\n", name,
+                s.steps, s.tokens / n, s.decodes / n, 1e3 * wall / n, 1e3 * s.schedule / n, 1e3 * s.build / n,
+                1e3 * s.prep / n, 1e3 * s.plan / n, 1e3 * s.launch / n, 1e3 * s.wait / n, 1e3 * s.post / n,
+                1e3 * s.gpu / n, wall);
+  };
+  for (int k = 0; k < 4; ++k) row(kinds[k], sums[k]);
+  row("all", all);
+  // GEMM FLOPs of the eager steps' tokens (2 * M * N * K per GEMM, summed over the layers).
+  const double H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, L = c.num_layers;
+  const double QKV = (c.num_heads + 2.0 * c.num_kv_heads) * D;
+  for (int k = 1; k <= 2; ++k) {
+    const Ops& e = ops[k];
+    if (e.gpu <= 0) continue;
+    std::array<double, kNumStepOps> flops{};
+    flops[size_t(StepOp::kQkvGemm)] = 2 * e.tokens * H * QKV * L;
+    flops[size_t(StepOp::kOGemm)] = 2 * e.tokens * c.num_heads * D * H * L;
+    flops[size_t(StepOp::kGateUpGemm)] = 2 * e.tokens * H * 2 * F * L;
+    flops[size_t(StepOp::kDownGemm)] = 2 * e.tokens * F * H * L;
+    flops[size_t(StepOp::kLogits)] = 2 * e.rows * H * double(c.vocab_size);
+    double op_total = 0;
+    for (double t : e.s) op_total += t;
+    std::printf("GPU time of the %s steps by op (%.3f s from the steps' first to last event, %.3f s between op "
+                "events):\n", kinds[k], e.gpu, op_total);
+    for (int o = 0; o < kNumStepOps; ++o) {
+      const double t = e.s[size_t(o)];
+      std::printf("  %-14s %8.3f s %5.1f%%", kStepOpNames[o], t, op_total > 0 ? 100 * t / op_total : 0.0);
+      if (flops[size_t(o)] > 0 && t > 0) std::printf("  %6.1f TFLOP/s", flops[size_t(o)] / t / 1e12);
+      std::printf("\n");
+    }
+  }
+}
+#endif
+
+}  // namespace
+
 // `pagoda bench throughput`: many requests offline, as fast as the engine takes them (vLLM's
 // benchmark_throughput): fixed or random input/output lengths, random token prompts, EOS ignored.
 int run_bench_throughput(const std::vector<std::string>& raw) {
@@ -128,7 +235,7 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
   EngineArgs args;
   int num_prompts = 100, input_len = 128, output_len = 128;
   double range_ratio = 0.0;
-  std::string json_out;
+  std::string json_out, profile_csv;
   ArgParser parser("pagoda bench throughput",
                    "Offline throughput: --num-prompts requests of --input-len prompt tokens (random ids) each "
                    "generating --output-len tokens (EOS ignored), all submitted at once; with --random-range-ratio "
@@ -144,6 +251,10 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
               [&](const std::string& v) { range_ratio = parse_float_arg("--random-range-ratio", v); }, {}, {}});
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench",
               [&](const std::string& v) { json_out = v; }, {}, {}});
+  parser.add({"--step-profile", {}, "FILE", "GPU runs: time every step (host phases, GPU time, GPU time by op "
+              "with events between the ops, so a little slower), print where the time went and write one CSV "
+              "row per step to FILE.", "bench",
+              [&](const std::string& v) { profile_csv = v; }, {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
   ValidatedArgs v = validate_engine_command(args);
   if (num_prompts < 1 || input_len < 1 || output_len < 1 || !(range_ratio >= 0) || range_ratio >= 1)
@@ -152,6 +263,19 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
   if (int64_t(num_prompts) * input_len > kMaxBenchPromptTokens)
     throw_config_error("--num-prompts x --input-len is ", int64_t(num_prompts) * input_len, " prompt tokens, more than the ",
                        kMaxBenchPromptTokens, " the benchmark makes up front");
+  // Offline batches on a large GPU: vLLM's LLM-class defaults for GPUs of >= 70 GiB other than the A100 (1024
+  // sequences, 16384 tokens a step) where the options are not given. On the H200, 1000 x (512 + 256) runs
+  // 8% faster than at 256 / 8192 (docs/benchmarks.md): decode GEMMs of ~1000 rows instead of ~250.
+  if (args.device.device != "cpu") {
+    const std::optional<DeviceInfo> gpu = detect_cuda_device();
+    if (gpu && gpu->total_memory >= (70ull << 30) && gpu->name.find("A100") == std::string::npos) {
+      if (!parser.given("--max-num-seqs")) args.scheduler.max_num_seqs = 1024;
+      if (!parser.given("--max-num-batched-tokens") && args.scheduler.enable_chunked_prefill)
+        args.scheduler.max_num_batched_tokens = args.scheduler.max_num_batched_tokens.value_or(16384);
+      PAGODA_LOG_INFO("bench throughput on ", gpu->name, ": --max-num-seqs ", args.scheduler.max_num_seqs,
+                      ", --max-num-batched-tokens ", args.scheduler.max_num_batched_tokens.value_or(8192));
+    }
+  }
   EngineSetup e = setup_engine(args, v);
   const ModelConfig& cfg = e.runner->config();
   std::mt19937 rng(uint32_t(args.model.seed));
@@ -174,6 +298,16 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
     want_out += out;
   }
   Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
+  std::vector<EngineStepTiming> timeline;
+#ifdef PAGODA_WITH_CUDA_MODEL
+  auto* cuda_runner = dynamic_cast<CudaModelRunner*>(e.runner.get());
+  if (!profile_csv.empty() && cuda_runner) {
+    timeline.reserve(size_t(num_prompts) * size_t(output_len + 8));
+    engine.set_step_timeline(&timeline);
+    cuda_runner->set_profiling(true);
+  }
+#endif
+  if (!profile_csv.empty() && timeline.capacity() == 0) throw_config_error("--step-profile needs a GPU run");
   size_t done = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto results = engine.generate(reqs, [&](size_t, const RequestOutput& o) {
@@ -192,6 +326,9 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
               num_prompts / secs, double(prompt_tokens + out_tokens) / secs, double(out_tokens) / secs, secs,
               (long long)prompt_tokens, (long long)out_tokens, (long long)m.num_preemptions);
   if (out_tokens != want_out) throw_runtime_error("generated ", out_tokens, " tokens, expected ", want_out);
+#ifdef PAGODA_WITH_CUDA_MODEL
+  if (!profile_csv.empty()) report_step_profile(timeline, cuda_runner->step_profiles(), cfg, secs, profile_csv);
+#endif
   if (!json_out.empty()) {
     nlohmann::ordered_json j = {{"model", e.model_name}, {"num_prompts", num_prompts}, {"input_len", input_len},
                                 {"output_len", output_len}, {"seconds", secs}, {"requests_per_s", num_prompts / secs},

@@ -232,9 +232,11 @@ void Engine::process_token(Live& live, const Request& req, const SampleResult& s
 
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outs;
+  const Clock::time_point t_start = Clock::now();
   drain_inbox(outs);
   const SchedulerOutput so = scheduler_.schedule();
   if (!so.empty()) {
+    const Clock::time_point t_scheduled = Clock::now();
     // Plan: the batch of chunks, each sequence's block table padded to the longest.
     ForwardBatch b;
     b.query_start_loc.push_back(0);
@@ -268,6 +270,16 @@ std::vector<RequestOutput> Engine::step() {
     if (!greedy) logits = runner_.forward(b);
     const Clock::time_point now = Clock::now();
     (has_prefill ? counters_.prefill_seconds : counters_.decode_seconds) += seconds(now - t0);
+    if (timeline_) {
+      EngineStepTiming st;
+      st.tokens = int(so.num_tokens);
+      st.seqs = int(so.chunks.size());
+      for (const ScheduledChunk& c : so.chunks) st.decodes += c.num_tokens == 1 && c.start >= scheduler_.request(c.id)->num_prompt_tokens;
+      st.schedule_s = seconds(t_scheduled - t_start);
+      st.build_s = seconds(t0 - t_scheduled);
+      st.forward_s = seconds(now - t0);
+      timeline_->push_back(st);
+    }
     ++counters_.num_steps;
     counters_.computed_tokens += so.num_tokens;
 
@@ -311,6 +323,7 @@ std::vector<RequestOutput> Engine::step() {
       }
       outs.push_back(std::move(out));
     }
+    if (timeline_) timeline_->back().post_s = seconds(Clock::now() - now);
   }
 
   counters_.num_preemptions = scheduler_.num_preemptions();

@@ -44,6 +44,13 @@ struct EngineOptions {
 // --max-num-batched-tokens is 8192, and at least max_model_len without chunked prefill.
 EngineOptions engine_options_from_args(const EngineArgs& args, int max_model_len);
 
+// Host time of one engine step that ran the model (recorded while a timeline is set): drain + schedule, the
+// batch build, the runner's forward call (its GPU wait included), and sampling + scheduler update + outputs.
+struct EngineStepTiming {
+  int tokens = 0, seqs = 0, decodes = 0;
+  double schedule_s = 0, build_s = 0, forward_s = 0, post_s = 0;
+};
+
 // A request of an offline batch, and what became of it.
 struct GenerateRequest {
   std::vector<int32_t> prompt_ids;
@@ -102,6 +109,8 @@ class Engine {
       const std::function<void(size_t index, const RequestOutput& output)>& on_output = {});
 
   EngineMetrics metrics() const;
+  // Appends an EngineStepTiming for every step that runs the model to *timeline (nullptr: stop); step thread.
+  void set_step_timeline(std::vector<EngineStepTiming>* timeline) { timeline_ = timeline; }
   const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
   int max_model_len() const { return scheduler_.config().max_model_len; }
   const Scheduler& scheduler() const { return scheduler_; }  // step thread only
@@ -141,6 +150,7 @@ class Engine {
   // Step thread only.
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
   EngineMetrics counters_;
+  std::vector<EngineStepTiming>* timeline_ = nullptr;
 
   // The snapshot metrics() returns, refreshed at the end of each step.
   mutable std::mutex metrics_mu_;

@@ -210,6 +210,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
                     runner->cache_options().num_blocks, " blocks of ", co.block_size, " tokens (",
                     runner->cache_options().num_blocks * co.block_size, " tokens, ",
                     format_bytes(double(runner->kv_cache_bytes())), ", ", dtype_name(kv_dtype), ")");
+    runner->capture_decode_graphs();  // before any request, so that no step pays for a capture
     e.runner = std::move(runner);
 #endif
   } else {

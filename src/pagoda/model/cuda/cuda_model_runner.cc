@@ -1,6 +1,7 @@
 #include "pagoda/model/cuda/cuda_model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -172,15 +173,58 @@ struct CudaModelRunner::Impl {
   std::vector<int> graph_sizes;
   std::map<int, std::unique_ptr<Graph>> graphs;
 
+  // Profiling (set_profiling): the step being recorded, events around it and after each op of an eager step.
+  struct Profile {
+    bool on = false;
+    bool ops = false;  // record op events in enqueue_step (eager steps, never while capturing)
+    CudaStepProfile step;
+    std::chrono::steady_clock::time_point t0;
+    cudaEvent_t start = nullptr, end = nullptr;
+    std::vector<cudaEvent_t> op_events;  // op_events[0] at the step's first op, op_events[i] after op i
+    std::vector<int> op_kinds;           // the StepOp of op i (op_kinds[0] unused)
+    int num_op_events = 0;
+    std::vector<CudaStepProfile> steps;
+    ~Profile() {
+      for (cudaEvent_t e : op_events) cudaEventDestroy(e);
+      if (start) cudaEventDestroy(start);
+      if (end) cudaEventDestroy(end);
+    }
+  } prof;
+
   int qkv_width() const { return (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim; }
 };
 
 namespace {
-// Waits for the step and turns a kernel's out-of-range flag into an error (then clears it).
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Profiling: the step's GPU time (total and per op) once it has finished.
+void collect_profile(CudaModelRunner::Impl& m) {
+  auto& p = m.prof;
+  float ms = 0;
+  PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.end));
+  p.step.gpu_s = ms * 1e-3;
+  for (int i = 1; i < p.num_op_events; ++i) {
+    PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, p.op_events[size_t(i) - 1], p.op_events[size_t(i)]));
+    p.step.op_s[size_t(p.op_kinds[size_t(i)])] += ms * 1e-3;
+  }
+  p.num_op_events = 0;
+  p.steps.push_back(p.step);
+}
+
+// Waits for the step and turns a kernel's out-of-range flag into an error (then clears it). The caller has
+// enqueued the step's result copy.
 void finish_step(CudaModelRunner::Impl& m) {
+  const auto t_wait = std::chrono::steady_clock::now();
+  if (m.prof.on) PAGODA_CUDA_CHECK(cudaEventRecord(m.prof.end, m.stream));
   int* d_err = reinterpret_cast<int*>(static_cast<uint8_t*>(m.meta.data()) + m.off_err);
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.err_host.data(), d_err, 4, cudaMemcpyDeviceToHost, m.stream));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (m.prof.on) {
+    m.prof.step.wait_s = since(t_wait);
+    collect_profile(m);
+  }
   if (*m.err_host.as<int>() != 0) {
     PAGODA_CUDA_CHECK(cudaMemset(d_err, 0, 4));
     throw_runtime_error("a token id, position or KV slot of this step was out of range");
@@ -368,7 +412,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
                     " GiB), reserved before the KV cache");
   }
   if (!options.enforce_eager)
-    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256})
+    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512})
       if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
   float ks = options.k_scale, vs = options.v_scale;
   m.kscale = DeviceBuffer(4);
@@ -407,13 +451,32 @@ CudaModelRunner::~CudaModelRunner() {
   if (impl_ && impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
+void CudaModelRunner::set_profiling(bool on) {
+  Impl& m = *impl_;
+  auto& p = m.prof;
+  if (on && !p.start) {
+    PAGODA_CUDA_CHECK(cudaEventCreate(&p.start));
+    PAGODA_CUDA_CHECK(cudaEventCreate(&p.end));
+    const size_t n = size_t(m.cfg.num_layers) * 12 + 8;  // at most 11 ops a layer
+    p.op_events.resize(n);
+    for (auto& e : p.op_events) PAGODA_CUDA_CHECK(cudaEventCreate(&e));
+    p.op_kinds.assign(n, 0);
+  }
+  p.on = on;
+}
+
+const std::vector<CudaStepProfile>& CudaModelRunner::step_profiles() const { return impl_->prof.steps; }
+
 uint64_t CudaModelRunner::weight_bytes() const { return impl_->weights.bytes(); }
 uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.bytes(); }
 
 std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
   Impl& m = *impl_;
   const int R = run_to_logits(b);
-  if (R == 0) return {};
+  if (R == 0) {
+    if (m.prof.on && b.num_tokens() > 0) finish_step(m);
+    return {};
+  }
   const int V = m.cfg.vocab_size;
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), m.logits_f32.data(), size_t(R) * V * 4, cudaMemcpyDeviceToHost, m.stream));
   finish_step(m);
@@ -424,7 +487,10 @@ std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
 std::optional<std::vector<int32_t>> CudaModelRunner::forward_greedy(const ForwardBatch& b) {
   Impl& m = *impl_;
   const int R = run_to_logits(b);
-  if (R == 0) return std::vector<int32_t>{};
+  if (R == 0) {
+    if (m.prof.on && b.num_tokens() > 0) finish_step(m);
+    return std::vector<int32_t>{};
+  }
   int32_t* d_tokens = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(m.meta.data()) + m.off_tokens);
   std::vector<int32_t> tokens(static_cast<size_t>(R));
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.logits_host.data(), d_tokens, size_t(R) * 4, cudaMemcpyDeviceToHost, m.stream));
@@ -454,6 +520,13 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
   auto* d_tokens = reinterpret_cast<int32_t*>(dm + m.off_tokens);
 
   const float eps = float(c.rms_norm_eps);
+  auto mark = [&](StepOp op) {  // profiling: an event after each op of an eager step
+    auto& p = m.prof;
+    if (!p.ops) return;
+    PAGODA_CUDA_CHECK(cudaEventRecord(p.op_events[size_t(p.num_op_events)], m.stream));
+    p.op_kinds[size_t(p.num_op_events++)] = int(op);
+  };
+  mark(StepOp::kNorm);  // the first event only starts the clock
   embedding({d_ids, m.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerPtrs& lp = m.layers[size_t(l)];
@@ -470,7 +543,9 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     } else {
       fused_add_rmsnorm({m.o.data(), m.h.data(), lp.input_norm, m.xn.data(), T, H, eps, dt}, m.stream);
     }
+    mark(StepOp::kNorm);
     m.gemm.run({m.xn.data(), lp.w_qkv, lp.qkv_bias, m.qkv.data(), T, QKV, H, dt}, m.stream);
+    mark(StepOp::kQkvGemm);
     uint8_t* qkv = static_cast<uint8_t*>(m.qkv.data());
     const size_t es = dtype_size(dt);
     void* q = qkv;
@@ -479,6 +554,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     if (lp.q_norm) {
       rmsnorm_heads({q, lp.q_norm, q, T, c.num_heads, D, QKV, QKV, eps, dt}, m.stream);
       rmsnorm_heads({k, lp.k_norm, k, T, c.num_kv_heads, D, QKV, QKV, eps, dt}, m.stream);
+      mark(StepOp::kNorm);
     }
     RopeKvParams rk;
     rk.q = q;
@@ -504,6 +580,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     rk.v_scale = m.vscale.as<float>();
     rk.error_flag = d_err;
     rope_kv(rk, m.stream);
+    mark(StepOp::kRopeKv);
     PagedAttentionParams ap;
     ap.q = q;
     ap.q_token_stride = QKV;
@@ -529,23 +606,85 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     bool sliding = size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)];
     ap.sliding_window = sliding ? c.sliding_window : 0;
     attention.run(ap, m.stream);
+    mark(StepOp::kAttention);
     m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
+    mark(StepOp::kOGemm);
     fused_add_rmsnorm({m.o.data(), m.h.data(), lp.post_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+    mark(StepOp::kNorm);
     m.gemm.run({m.xn.data(), lp.w_gate_up, nullptr, m.gu.data(), T, 2 * F, H, dt}, m.stream);
+    mark(StepOp::kGateUpGemm);
     silu_and_mul({m.gu.data(), m.act.data(), T, F, dt}, m.stream);
+    mark(StepOp::kAct);
     m.gemm.run({m.act.data(), lp.w_down, nullptr, m.o.data(), T, H, F, dt}, m.stream);
+    mark(StepOp::kDownGemm);
   }
   fused_add_rmsnorm({m.o.data(), m.h.data(), m.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+  mark(StepOp::kNorm);
   if (R == 0) return;
   embedding({d_li, m.xn.data(), m.xsel.data(), R, H, T, dt, d_err}, m.stream);  // gather the rows to sample
   m.gemm.run({m.xsel.data(), m.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
   convert({m.logits.data(), dt, m.logits_f32.data(), DType::kF32, int64_t(R) * V}, m.stream);
   argmax({m.logits_f32.as<float>(), 0, R, V, d_tokens}, m.stream);
+  mark(StepOp::kLogits);
+}
+
+// Plans a fixed work list for bp decode sequences with a fixed number of KV splits, runs the step once eagerly
+// over the metadata in m.meta (cuBLASLt plans, kernel attributes), then captures it as m.graphs[bp].
+void CudaModelRunner::capture_graph(int bp) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  auto& g = m.graphs[bp];
+  g = std::make_unique<Impl::Graph>();
+  g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
+  g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, dtype_is_fp8(m.opt.kv_dtype), m.opt.max_graph_splits));
+  AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
+  g->attention.plan(full, /*force_splits=*/true, m.stream);
+  enqueue_step(bp, bp, bp, g->attention);
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  cudaGraph_t graph = nullptr;
+  PAGODA_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+  enqueue_step(bp, bp, bp, g->attention);
+  PAGODA_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
+  PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
+  PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
+  PAGODA_LOG_DEBUG("captured a CUDA graph for decode batch size ", bp);
+}
+
+void CudaModelRunner::capture_decode_graphs() {
+  Impl& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  int n = 0;
+  for (int bp : m.graph_sizes) {
+    if (m.graphs.count(bp) && m.graphs[bp]) continue;
+    // bp padding sequences: no tokens, nothing written to the cache (slot -1), context 0.
+    uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
+    int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
+    int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
+    int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
+    int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
+    int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
+    int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+    qsl[0] = 0;
+    for (int s = 0; s < bp; ++s) {
+      ids[s] = 0;
+      pos[s] = 0;
+      slot[s] = -1;
+      qsl[s + 1] = 0;
+      sl[s] = 0;
+      li[s] = s;
+    }
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
+    capture_graph(bp);  // syncs after its eager run, before meta_host is written again
+    ++n;
+  }
+  finish_step(m);
+  if (n > 0)
+    PAGODA_LOG_INFO("captured ", n, " decode CUDA graphs (batch sizes up to ", m.graph_sizes.back(), ") in ",
+                    since(t0), " s");
 }
 
 int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   Impl& m = *impl_;
-  const ModelConfig& c = m.cfg;
   const int T = b.num_tokens(), S = b.num_seqs(), R = int(b.logits_indices.size());
   const int bs = m.opt.block_size;
   if (T == 0) return 0;
@@ -567,7 +706,17 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
         bp = size;
         break;
       }
-  const int Tp = bp > 0 ? bp : T, Sp = bp > 0 ? bp : S, Rp = bp > 0 ? bp : R;
+  const int Sp = bp > 0 ? bp : S;
+  auto& prof = m.prof;
+  if (prof.on) {
+    prof.step = CudaStepProfile{};
+    prof.step.tokens = T;
+    prof.step.seqs = S;
+    prof.step.rows = R;
+    prof.step.graph = bp > 0;
+    prof.t0 = std::chrono::steady_clock::now();
+    PAGODA_CUDA_CHECK(cudaEventRecord(prof.start, m.stream));
+  }
 
   // ---- host metadata: positions and slots derived from the batch, exactly as the CPU runner does ----
   uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
@@ -610,34 +759,33 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
     li[s] = s;
   }
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
+  if (prof.on) prof.step.prep_s = since(prof.t0);
 
   if (bp > 0) {
     auto& g = m.graphs[bp];
     if (!g) {
-      // Plan a fixed work list for bp decode sequences with a fixed number of KV splits, run the step once
-      // eagerly (cuBLASLt plans, kernel attributes), then capture it.
-      g = std::make_unique<Impl::Graph>();
-      g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
-      g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, dtype_is_fp8(m.opt.kv_dtype), m.opt.max_graph_splits));
-      AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
-      g->attention.plan(full, /*force_splits=*/true, m.stream);
-      enqueue_step(Tp, Sp, Rp, g->attention);
-      PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-      cudaGraph_t graph = nullptr;
-      PAGODA_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
-      enqueue_step(Tp, Sp, Rp, g->attention);
-      PAGODA_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
-      PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
-      PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
-      PAGODA_LOG_DEBUG("captured a CUDA graph for decode batch size ", bp);
+      capture_graph(bp);  // runs this step eagerly, then captures it
+      if (prof.on) {
+        prof.step.capture = true;
+        prof.step.launch_s = since(prof.t0) - prof.step.prep_s;
+      }
       return R;  // this step already ran eagerly
     }
     PAGODA_CUDA_CHECK(cudaGraphLaunch(g->exec, m.stream));
+    if (prof.on) prof.step.launch_s = since(prof.t0) - prof.step.prep_s;
     return R;
   }
 
   m.attention.plan(info, /*force_splits=*/false, m.stream);
+  if (prof.on) {
+    prof.step.plan_s = since(prof.t0) - prof.step.prep_s;
+    prof.ops = true;
+  }
   enqueue_step(T, S, R, m.attention);
+  if (prof.on) {
+    prof.ops = false;
+    prof.step.launch_s = since(prof.t0) - prof.step.prep_s - prof.step.plan_s;
+  }
   return R;
 }
 

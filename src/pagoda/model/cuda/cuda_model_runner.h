@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,28 @@ struct CudaRunnerOptions {
 // with 8 KV heads on 132 SMs takes 17 (fp8: min(cap, 50)); batch 16 and up take 1.
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits);
 
+// The op kinds of a step whose GPU time a profile separates (StepOp order; kStepOpNames names them).
+enum class StepOp { kNorm, kQkvGemm, kRopeKv, kAttention, kOGemm, kGateUpGemm, kAct, kDownGemm, kLogits };
+inline constexpr int kNumStepOps = 9;
+inline constexpr const char* kStepOpNames[kNumStepOps] = {"norms+embed", "qkv gemm", "rope+kv write", "attention",
+                                                          "o gemm",      "gate_up gemm", "silu*mul", "down gemm",
+                                                          "logits+argmax"};
+
+// Where one step's time went (recorded while profiling is on): host phases on the wall clock, GPU time
+// between CUDA events on the runner's stream. Events between the ops of an eager step add a few us of host
+// time per op, so a profiled run is a little slower than a plain one.
+struct CudaStepProfile {
+  int tokens = 0, seqs = 0, rows = 0;
+  bool graph = false;    // a captured decode step replayed
+  bool capture = false;  // this step captured a new decode graph (eager run + capture + instantiate)
+  double prep_s = 0;     // host: positions, slots, block tables into pinned memory, and their upload
+  double plan_s = 0;     // host: attention work lists
+  double launch_s = 0;   // host: kernel launches (or the graph launch)
+  double wait_s = 0;     // host: the result copy and the wait for the GPU at the step's end
+  double gpu_s = 0;      // GPU: from the metadata upload to the result copy
+  std::array<double, kNumStepOps> op_s{};  // GPU time per StepOp (eager steps only)
+};
+
 class CudaModelRunner final : public ModelRunner {
  public:
   CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options);
@@ -59,6 +82,15 @@ class CudaModelRunner final : public ModelRunner {
   uint64_t weight_bytes() const;
   uint64_t kv_cache_bytes() const;
 
+  // Captures the CUDA graph of every decode batch size now (at start, as vLLM does) rather than at the first
+  // step of each size; no-op with enforce_eager.
+  void capture_decode_graphs();
+
+  // Profiling: while on, every step appends a CudaStepProfile (and syncs at its end, also when it samples
+  // no row).
+  void set_profiling(bool on);
+  const std::vector<CudaStepProfile>& step_profiles() const;
+
  public:
   struct Impl;       // public so the step helpers in the .cc can name it; defined there only
   struct Attention;  // a step's attention work lists (TRITON_ATTN or FLASH_ATTN); defined in the .cc only
@@ -70,6 +102,7 @@ class CudaModelRunner final : public ModelRunner {
   // Runs the layers and the logits GEMM of the batch's rows into device memory (fp32); returns the rows.
   int run_to_logits(const ForwardBatch& batch);
   void enqueue_step(int tokens, int seqs, int rows, const Attention& attention);
+  void capture_graph(int padded_batch);
 };
 
 }  // namespace pagoda
