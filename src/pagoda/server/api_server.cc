@@ -18,7 +18,7 @@ constexpr const char* kJson = "application/json";
 // After the drain: how long clients get to read the end of their responses before their sockets close.
 constexpr std::chrono::milliseconds kWriteGrace{3000};
 
-void send_error(HttpResponse& res, const ApiError& e) { res.send(e.status, kJson, api_error_body(e)); }
+void send_error(ServerResponse& res, const ApiError& e) { res.send(e.status, kJson, api_error_body(e)); }
 
 std::string prometheus_escape(const std::string& s) {
   std::string out;
@@ -60,7 +60,7 @@ constexpr RouteEntry kRoutes[] = {
 struct ApiServer::Impl {
   Impl(Engine& e, ServerOptions o)
       : engine(e), options(std::move(o)), loop(e),
-        http(options.http, [this](const HttpRequest& req, HttpResponse& res) { handle(req, res); }) {}
+        http(options.http, [this](const ServerRequest& req, ServerResponse& res) { handle(req, res); }) {}
   Engine& engine;
   ServerOptions options;
   ServedModel model;
@@ -70,8 +70,8 @@ struct ApiServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> http_requests{0};
 
-  void handle(const HttpRequest& req, HttpResponse& res);
-  void completions(const HttpRequest& req, HttpResponse& res, bool chat);
+  void handle(const ServerRequest& req, ServerResponse& res);
+  void completions(const ServerRequest& req, ServerResponse& res, bool chat);
   std::string metrics_text() const;
 };
 
@@ -110,7 +110,7 @@ void ApiServer::stop() {
   s.loop.abort_all();
 }
 
-void ApiServer::Impl::handle(const HttpRequest& req, HttpResponse& res) {
+void ApiServer::Impl::handle(const ServerRequest& req, ServerResponse& res) {
   ++http_requests;
   const RouteEntry* found = nullptr;
   bool path_known = false;
@@ -151,7 +151,7 @@ void ApiServer::Impl::handle(const HttpRequest& req, HttpResponse& res) {
   }
 }
 
-void ApiServer::Impl::completions(const HttpRequest& req, HttpResponse& res, bool chat) {
+void ApiServer::Impl::completions(const ServerRequest& req, ServerResponse& res, bool chat) {
   const CompletionJob job = parse_completion_request(req.body, chat, model, res.gone_flag());
   CompletionResponse response(job, model);
   std::shared_ptr<OutputStream> stream;

@@ -43,7 +43,7 @@ class HttpConnection {
   size_t body_len = 0;
   bool keep_alive = true;
   bool expect_continue = false;
-  HttpRequest pending;
+  ServerRequest pending;
   std::atomic<bool> gone{false};    // the peer closed or reset (set by the loop's checks)
   std::atomic<bool> broken{false};  // a write failed or timed out
   std::chrono::milliseconds write_timeout{0};
@@ -72,7 +72,7 @@ class HttpConnection {
   }
 };
 
-const std::string* HttpRequest::header(std::string_view name) const {
+const std::string* ServerRequest::header(std::string_view name) const {
   for (const auto& [k, v] : headers)
     if (k == name) return &v;
   return nullptr;
@@ -142,7 +142,7 @@ struct ParseError {
 };
 
 // Parses the request at the front of c.buf. kComplete: `out` holds it and its bytes are consumed.
-Parse try_parse(HttpConnection& c, const HttpLimits& limits, HttpRequest& out, ParseError& err) {
+Parse try_parse(HttpConnection& c, const HttpLimits& limits, ServerRequest& out, ParseError& err) {
   auto fail = [&](int status, std::string message) {
     err = ParseError{status, std::move(message)};
     return Parse::kError;
@@ -168,7 +168,7 @@ Parse try_parse(HttpConnection& c, const HttpLimits& limits, HttpRequest& out, P
     std::string_view head(c.buf.data(), end);
     size_t line_end = head.find("\r\n");
     std::string_view line = head.substr(0, line_end);
-    HttpRequest req;
+    ServerRequest req;
     size_t sp1 = line.find(' '), sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
       return fail(400, "malformed request line");
@@ -237,7 +237,7 @@ Parse try_parse(HttpConnection& c, const HttpLimits& limits, HttpRequest& out, P
   out = std::move(c.pending);
   out.body = c.buf.substr(c.header_end, c.body_len);
   c.buf.erase(0, c.header_end + c.body_len);
-  c.pending = HttpRequest{};
+  c.pending = ServerRequest{};
   c.header_end = 0;
   c.scanned = 0;
   c.body_len = 0;
@@ -246,7 +246,7 @@ Parse try_parse(HttpConnection& c, const HttpLimits& limits, HttpRequest& out, P
 
 }  // namespace
 
-bool HttpResponse::write_head(int status, std::string_view content_type, const HttpHeaders& extra,
+bool ServerResponse::write_head(int status, std::string_view content_type, const HttpHeaders& extra,
                               std::string_view framing) {
   std::string head = str_cat("HTTP/1.1 ", status, " ", http_status_text(status), "\r\n");
   if (!content_type.empty()) head += str_cat("Content-Type: ", content_type, "\r\n");
@@ -256,7 +256,7 @@ bool HttpResponse::write_head(int status, std::string_view content_type, const H
   return conn_.write_all(head);
 }
 
-bool HttpResponse::send(int status, std::string_view content_type, std::string_view body, const HttpHeaders& extra) {
+bool ServerResponse::send(int status, std::string_view content_type, std::string_view body, const HttpHeaders& extra) {
   PAGODA_CHECK(state_ == State::kNone, "a response is sent once");
   state_ = State::kDone;
   std::string head = str_cat("HTTP/1.1 ", status, " ", http_status_text(status), "\r\n");
@@ -269,13 +269,13 @@ bool HttpResponse::send(int status, std::string_view content_type, std::string_v
   return conn_.write_all(head) && conn_.write_all(body);
 }
 
-bool HttpResponse::begin_chunked(int status, std::string_view content_type, const HttpHeaders& extra) {
+bool ServerResponse::begin_chunked(int status, std::string_view content_type, const HttpHeaders& extra) {
   PAGODA_CHECK(state_ == State::kNone, "a response is begun once");
   state_ = State::kChunked;
   return write_head(status, content_type, extra, "Transfer-Encoding: chunked\r\n");
 }
 
-bool HttpResponse::write_chunk(std::string_view data) {
+bool ServerResponse::write_chunk(std::string_view data) {
   PAGODA_CHECK(state_ == State::kChunked, "write_chunk() needs begin_chunked()");
   if (data.empty()) return !conn_.broken;  // an empty chunk would end the body
   char size[32];
@@ -284,19 +284,19 @@ bool HttpResponse::write_chunk(std::string_view data) {
   return conn_.write_all(chunk);
 }
 
-bool HttpResponse::end_chunked() {
+bool ServerResponse::end_chunked() {
   PAGODA_CHECK(state_ == State::kChunked, "end_chunked() needs begin_chunked()");
   state_ = State::kDone;
   return conn_.write_all("0\r\n\r\n");
 }
 
-bool HttpResponse::client_gone() const { return conn_.gone || conn_.broken; }
-const std::atomic<bool>* HttpResponse::gone_flag() const { return &conn_.gone; }
+bool ServerResponse::client_gone() const { return conn_.gone || conn_.broken; }
+const std::atomic<bool>* ServerResponse::gone_flag() const { return &conn_.gone; }
 
 struct HttpServer::Impl {
-  Impl(HttpLimits l, HttpHandler h) : limits(l), handler(std::move(h)) {}
+  Impl(HttpLimits l, ServerHandler h) : limits(l), handler(std::move(h)) {}
   HttpLimits limits;
-  HttpHandler handler;
+  ServerHandler handler;
   int listen_fd = -1;
   int epoll_fd = -1;
   int wake_fd = -1;
@@ -307,7 +307,7 @@ struct HttpServer::Impl {
   // Handler threads.
   struct Job {
     std::shared_ptr<HttpConnection> conn;
-    HttpRequest request;
+    ServerRequest request;
   };
   std::mutex mu;  // jobs, quit, returned
   std::condition_variable cv;
@@ -332,16 +332,16 @@ struct HttpServer::Impl {
   void accept_all();
   void on_readable(const std::shared_ptr<HttpConnection>& c);
   void after_input(const std::shared_ptr<HttpConnection>& c);
-  void dispatch(const std::shared_ptr<HttpConnection>& c, HttpRequest request);
+  void dispatch(const std::shared_ptr<HttpConnection>& c, ServerRequest request);
   void close_conn(int fd);
   void reject(HttpConnection& c, int status, std::string_view message);
   void worker();
-  void serve(std::shared_ptr<HttpConnection> c, HttpRequest request);
+  void serve(std::shared_ptr<HttpConnection> c, ServerRequest request);
   void give_back(std::shared_ptr<HttpConnection> c, bool close);
   void tick(Clock::time_point now);
 };
 
-HttpServer::HttpServer(HttpLimits limits, HttpHandler handler)
+HttpServer::HttpServer(HttpLimits limits, ServerHandler handler)
     : impl_(std::make_unique<Impl>(limits, std::move(handler))) {
   impl_->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -487,7 +487,7 @@ void HttpServer::Impl::on_readable(const std::shared_ptr<HttpConnection>& c) {
 }
 
 void HttpServer::Impl::after_input(const std::shared_ptr<HttpConnection>& c) {
-  HttpRequest req;
+  ServerRequest req;
   ParseError err;
   switch (try_parse(*c, limits, req, err)) {
     case Parse::kIncomplete: return;
@@ -496,7 +496,7 @@ void HttpServer::Impl::after_input(const std::shared_ptr<HttpConnection>& c) {
   }
 }
 
-void HttpServer::Impl::dispatch(const std::shared_ptr<HttpConnection>& c, HttpRequest request) {
+void HttpServer::Impl::dispatch(const std::shared_ptr<HttpConnection>& c, ServerRequest request) {
   if (handlers >= limits.max_handlers) {
     reject(*c, 503, str_cat("the server is busy (", limits.max_handlers, " requests in progress): retry later"));
     return;
@@ -524,10 +524,10 @@ void HttpServer::Impl::worker() {
   }
 }
 
-void HttpServer::Impl::serve(std::shared_ptr<HttpConnection> c, HttpRequest request) {
+void HttpServer::Impl::serve(std::shared_ptr<HttpConnection> c, ServerRequest request) {
   for (;;) {
     const bool keep = c->keep_alive && !stop_requested;
-    HttpResponse res(*c, keep);
+    ServerResponse res(*c, keep);
     try {
       handler(request, res);
     } catch (const std::exception& e) {
@@ -535,7 +535,7 @@ void HttpServer::Impl::serve(std::shared_ptr<HttpConnection> c, HttpRequest requ
       if (!res.started()) res.send(500, "application/json", error_body(500, str_cat("internal error: ", e.what())));
     }
     if (!res.started()) res.send(500, "application/json", error_body(500, "internal error: the handler wrote no response"));
-    const bool reusable = keep && res.state_ == HttpResponse::State::kDone && !c->broken && !c->gone && !stop_requested;
+    const bool reusable = keep && res.state_ == ServerResponse::State::kDone && !c->broken && !c->gone && !stop_requested;
     if (!reusable) return give_back(std::move(c), true);
     // A pipelined request already read is answered now, in order.
     ParseError err;

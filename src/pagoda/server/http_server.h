@@ -37,7 +37,7 @@ struct HttpLimits {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
-struct HttpRequest {
+struct ServerRequest {
   std::string method;
   std::string target;  // as sent: path and query
   std::string path;    // target without the query
@@ -51,7 +51,7 @@ class HttpConnection;
 
 // The response to one request, written on the handler's thread. Every write returns false once the
 // client is gone (closed, reset, or not reading for write_timeout); the handler should then stop.
-class HttpResponse {
+class ServerResponse {
  public:
   // The whole response, with Content-Length.
   bool send(int status, std::string_view content_type, std::string_view body, const HttpHeaders& extra = {});
@@ -68,18 +68,18 @@ class HttpResponse {
  private:
   friend class HttpServer;
   enum class State { kNone, kChunked, kDone };
-  HttpResponse(HttpConnection& conn, bool keep_alive) : conn_(conn), keep_alive_(keep_alive) {}
+  ServerResponse(HttpConnection& conn, bool keep_alive) : conn_(conn), keep_alive_(keep_alive) {}
   bool write_head(int status, std::string_view content_type, const HttpHeaders& extra, std::string_view framing);
   HttpConnection& conn_;
   bool keep_alive_;
   State state_ = State::kNone;
 };
 
-using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+using ServerHandler = std::function<void(const ServerRequest&, ServerResponse&)>;
 
 class HttpServer {
  public:
-  HttpServer(HttpLimits limits, HttpHandler handler);
+  HttpServer(HttpLimits limits, ServerHandler handler);
   ~HttpServer();  // stop() and wait for run() to return
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
