@@ -74,3 +74,11 @@ KvCacheShape AttentionBackend::kv_cache_shape(int64_t num_blocks, int64_t block_
 }
 
 }  // namespace pagoda
+
+namespace pagoda {
+
+std::unique_ptr<AttentionRunner> AttentionBackend::make_runner(const LayerShape&, const RunnerOptions&) const {
+  throw_runtime_error("attention backend ", backend_name_str(name()), " is not built in this binary");
+}
+
+}  // namespace pagoda

@@ -4,10 +4,12 @@
 
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "pagoda/attention/runner.h"
 #include "pagoda/attention/selector_config.h"
 #include "pagoda/config/attention_config.h"
 #include "pagoda/config/env.h"
@@ -85,6 +87,12 @@ class AttentionBackend {
   virtual std::optional<KvLayout> required_kv_layout(ComputeCapability cc) const { return std::nullopt; }
   // Construction checks (§6.4): throws pagoda::Error (runtime) on failure.
   virtual void check_construction(const SelectorConfig& cfg, const ConstructionEnv& env) const {}
+  // Whether this binary holds the backend's kernels: a backend that is not built is rejected by the
+  // selector with `not built in this binary`, and make_runner() throws the same.
+  virtual bool kernels_built() const { return false; }
+  // A runner for layers of `shape` (runner.h). The selector validated the configuration against this
+  // backend's declaration; the runner serves every configuration the declaration accepts.
+  virtual std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const;
   virtual KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,
                                       const std::string& kv_cache_dtype, DType model_dtype, KvLayout layout) const;
 

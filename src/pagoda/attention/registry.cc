@@ -5,36 +5,35 @@
 
 namespace pagoda {
 
-bool backend_kernels_built(BackendName b) {
+namespace {
+std::unique_ptr<AttentionBackend> make_backend(BackendName b) {
   switch (b) {
-    case BackendName::kCpuAttn: return true;
-    case BackendName::kTritonAttn:
-#ifdef PAGODA_BUILT_TRITON_ATTN
-      return true;
-#else
-      return false;
-#endif
-    case BackendName::kFlashAttn:
-#ifdef PAGODA_BUILT_FLASH_ATTN
-      return true;
-#else
-      return false;
-#endif
-    case BackendName::kFlashInfer:
-    case BackendName::kFlexAttention:
-    case BackendName::kTurboQuant: return false;
+    case BackendName::kFlashAttn: return make_flash_attn_backend();
+    case BackendName::kFlashInfer: return make_flashinfer_backend();
+    case BackendName::kTritonAttn: return make_triton_attn_backend();
+    case BackendName::kFlexAttention: return make_flex_attention_backend();
+    case BackendName::kTurboQuant: return make_turboquant_backend();
+    case BackendName::kCpuAttn: return make_cpu_attn_backend();
   }
-  return false;
+  PAGODA_CHECK(false, "unknown backend");
+}
+}  // namespace
+
+bool backend_kernels_built(BackendName b) { return make_backend(b)->kernels_built(); }
+
+std::shared_ptr<const AttentionBackend> cpu_attention_backend() {
+  static const std::shared_ptr<const AttentionBackend> b = make_backend(BackendName::kCpuAttn);
+  return b;
 }
 
 BackendRegistry BackendRegistry::builtin(bool all_built) {
   BackendRegistry r;
-  r.set(make_flash_attn_backend(), all_built || backend_kernels_built(BackendName::kFlashAttn));
-  r.set(make_flashinfer_backend(), all_built || backend_kernels_built(BackendName::kFlashInfer));
-  r.set(make_triton_attn_backend(), all_built || backend_kernels_built(BackendName::kTritonAttn));
-  r.set(make_flex_attention_backend(), all_built || backend_kernels_built(BackendName::kFlexAttention));
-  r.set(make_turboquant_backend(), all_built || backend_kernels_built(BackendName::kTurboQuant));
-  r.set(make_cpu_attn_backend(), true);
+  for (BackendName b : {BackendName::kFlashAttn, BackendName::kFlashInfer, BackendName::kTritonAttn,
+                        BackendName::kFlexAttention, BackendName::kTurboQuant, BackendName::kCpuAttn}) {
+    std::unique_ptr<AttentionBackend> backend = make_backend(b);
+    const bool built = all_built || backend->kernels_built();
+    r.set(std::move(backend), built);
+  }
   return r;
 }
 
@@ -51,6 +50,11 @@ void BackendRegistry::set(std::unique_ptr<AttentionBackend> backend, bool built)
 
 const AttentionBackend& BackendRegistry::get(BackendName b) const {
   for (const auto& [name, e] : entries_) if (name == b) return *e.backend;
+  PAGODA_CHECK(false, "backend ", backend_name_str(b), " is not registered");
+}
+
+std::shared_ptr<const AttentionBackend> BackendRegistry::shared(BackendName b) const {
+  for (const auto& [name, e] : entries_) if (name == b) return e.backend;
   PAGODA_CHECK(false, "backend ", backend_name_str(b), " is not registered");
 }
 

@@ -9,8 +9,12 @@
 
 namespace pagoda {
 
-// Whether this binary contains the backend's kernels (CPU_ATTN always).
+// Whether this binary contains the backend's kernels (CPU_ATTN always): AttentionBackend::kernels_built().
 bool backend_kernels_built(BackendName b);
+
+// The backend that runs attention on the CPU (CPU_ATTN): what a CPU model runner uses for layers it was
+// given no runner for.
+std::shared_ptr<const AttentionBackend> cpu_attention_backend();
 
 class BackendRegistry {
  public:
@@ -20,6 +24,7 @@ class BackendRegistry {
   // Adds or replaces a backend (tests use synthetic declarations).
   void set(std::unique_ptr<AttentionBackend> backend, bool built);
   const AttentionBackend& get(BackendName b) const;
+  std::shared_ptr<const AttentionBackend> shared(BackendName b) const;
   bool built(BackendName b) const;
 
  private:

@@ -14,6 +14,7 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
 #include "pagoda/hub/hub.h"
+#include "pagoda/model/kv_cache_sizing.h"
 #ifdef PAGODA_WITH_CUDA_MODEL
 #include "pagoda/model/cuda/cuda_model_runner.h"
 #endif
@@ -170,41 +171,33 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   e.model = load_model(dummy_model ? e.model_name : e.model_dir, lo);
 
   const DType kv_dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
+  // The runners of the layer groups: each layer's selected backend over its shape.
+  std::vector<std::shared_ptr<const AttentionBackend>> backends;
+  for (BackendName b : e.layer_backends) backends.push_back(registry.shared(b));
+  RunnerOptions ro;
+  ro.batch_invariant = s.batch_invariant;
+  ro.flash_attn_version = e.attention.flash_attn_version.value_or(2);
+  ro.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
+  ro.max_graph_splits = s.attention.flash_attn_max_num_splits_for_cuda_graph;
+  const bool causal = !s.attention.use_non_causal;
   if (cuda) {
 #ifdef PAGODA_WITH_CUDA_MODEL
-    // One attention backend for every layer: TRITON_ATTN or FLASH_ATTN (the kernels this path runs).
-    PAGODA_CHECK(!e.layer_backends.empty(), "the model has no attention layers");
-    const BackendName backend = e.layer_backends.front();
-    for (size_t l = 0; l < e.layer_backends.size(); ++l) {
-      BackendName b = e.layer_backends[l];
-      if (b != BackendName::kTritonAttn && b != BackendName::kFlashAttn)
-        throw_runtime_error("the CUDA model path runs TRITON_ATTN and FLASH_ATTN layers; layer ", l, " selected ",
-                            backend_name_str(b), ". Re-run with --attention-backend TRITON_ATTN or FLASH_ATTN.");
-      if (b != backend)
-        throw_runtime_error("the CUDA model path runs one attention backend for every layer; layer 0 selected ",
-                            backend_name_str(backend), " and layer ", l, " selected ", backend_name_str(b),
-                            ". Re-run with --attention-backend ", backend_name_str(backend), ".");
-    }
+    if (!(args.cache.gpu_memory_utilization > 0) || args.cache.gpu_memory_utilization > 1)
+      throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
     CudaRunnerOptions co;
-    co.attention_backend = backend;
-    if (backend == BackendName::kFlashAttn) {
-      PAGODA_CHECK(e.attention.flash_attn_version, "FLASH_ATTN was selected without a resolved FlashAttention version");
-      co.flash_attn_version = *e.attention.flash_attn_version;
-      co.max_graph_splits = s.attention.flash_attn_max_num_splits_for_cuda_graph;
-    }
+    co.attention = group_attention_layers(cfg, backends, e.model_dtype, kv_dtype, e.attention.kv_layout,
+                                          e.attention.block_size, causal, ro);
     co.dtype = e.model_dtype;
     co.kv_dtype = kv_dtype;
     co.block_size = e.attention.block_size;
     co.layout = e.attention.kv_layout;
     co.gpu_memory_utilization = args.cache.gpu_memory_utilization;
-    co.num_blocks_override = args.cache.num_gpu_blocks_override.value_or(0);
+    co.num_blocks_override = args.cache.num_gpu_blocks_override;
     co.max_num_tokens = engine_options_from_args(args, e.max_model_len).max_num_batched_tokens;
     co.max_num_seqs = args.scheduler.max_num_seqs;
     co.max_model_len = e.max_model_len;
-    co.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
     co.enforce_eager = args.device.enforce_eager;
-    if (!(args.cache.gpu_memory_utilization > 0) || args.cache.gpu_memory_utilization > 1)
-      throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
+    co.batch_invariant = s.batch_invariant;
     auto runner = std::make_unique<CudaModelRunner>(e.model, co);
     PAGODA_LOG_INFO("GPU memory: weights ", format_bytes(double(runner->weight_bytes())), ", KV cache ",
                     runner->cache_options().num_blocks, " blocks of ", co.block_size, " tokens (",
@@ -219,28 +212,27 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
     // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
     kv.dtype = kv_dtype;
-    const double bytes_per_block = double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim *
-                                   double(dtype_size(kv.dtype));
-    if (args.cache.num_gpu_blocks_override) {
-      kv.num_blocks = *args.cache.num_gpu_blocks_override;
-    } else {
-      if (!(args.cache.kv_cache_space_gib > 0)) throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
-      // Never more than the longest context of max_num_seqs sequences needs (64-bit: both are user-given).
-      const double want = args.cache.kv_cache_space_gib * double(1ull << 30) / bytes_per_block;
-      const int64_t blocks_per_seq = (int64_t(e.max_model_len) + kv.block_size - 1) / kv.block_size + 1;
-      const double cap = double(args.scheduler.max_num_seqs) * double(blocks_per_seq);
-      kv.num_blocks = int64_t(std::min({want, cap, double(INT32_MAX)}));
-    }
-    if (kv.num_blocks <= 0) throw_config_error("the KV cache has no room for a single block; raise --kv-cache-space");
+    if (!args.cache.num_gpu_blocks_override && !(args.cache.kv_cache_space_gib > 0))
+      throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
+    KvCacheSizing sizing;
+    sizing.bytes_per_block =
+        double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim * double(dtype_size(kv.dtype));
+    sizing.budget_bytes = args.cache.kv_cache_space_gib * double(1ull << 30);
+    sizing.budget_hint = "raise --kv-cache-space";
+    sizing.num_blocks_override = args.cache.num_gpu_blocks_override;
+    sizing.max_useful_blocks = max_useful_kv_blocks(args.scheduler.max_num_seqs, e.max_model_len, kv.block_size);
+    kv.num_blocks = kv_cache_blocks(sizing);
     // The cache is zeroed lazily (calloc), so an oversized one would fail at first use, not here.
-    const double kv_bytes = bytes_per_block * double(kv.num_blocks);
+    const double kv_bytes = sizing.bytes_per_block * double(kv.num_blocks);
     if (e.device.total_memory > 0 && kv_bytes > double(e.device.total_memory))
       throw_config_error("the CPU KV cache of ", kv.num_blocks, " blocks of ", kv.block_size, " tokens needs ", format_bytes(kv_bytes),
                          ", more than this machine's ", format_bytes(double(e.device.total_memory)),
                          "; lower --num-gpu-blocks-override or --kv-cache-space");
     PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
-                    " tokens, ", format_bytes(bytes_per_block * double(kv.num_blocks)), ", ", dtype_name(kv.dtype), ")");
-    e.runner = std::make_unique<CpuModelRunner>(e.model, kv, 0);
+                    " tokens, ", format_bytes(kv_bytes), ", ", dtype_name(kv.dtype), ")");
+    auto groups = group_attention_layers(cfg, backends, DType::kF32, kv_dtype, e.attention.kv_layout,
+                                         e.attention.block_size, causal, ro);
+    e.runner = std::make_unique<CpuModelRunner>(e.model, kv, std::move(groups), 0);
   }
 
   std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : args.model.tokenizer;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "pagoda/attention/cpu_attn/cpu_attn.h"
+#include "pagoda/attention/registry.h"
 #include "pagoda/core/error.h"
 #include "pagoda/ops/act.h"
 #include "pagoda/ops/embedding.h"
@@ -46,15 +46,42 @@ void linear(const float* x, int64_t ldx, const WeightMatrix& w, const std::vecto
 }  // namespace
 
 CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, int num_threads)
-    : config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads) {
+    : CpuModelRunner(model, cache,
+                     group_attention_layers(model.config,
+                                            std::vector<std::shared_ptr<const AttentionBackend>>(
+                                                size_t(model.config.num_layers), cpu_attention_backend()),
+                                            DType::kF32, cache.dtype, KvLayout::kHND, cache.block_size, true, {}),
+                     num_threads) {}
+
+CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, std::vector<AttentionGroup> groups,
+                               int num_threads)
+    : config_(model.config), weights_(model.weights), cache_(cache), pool_(num_threads), groups_(std::move(groups)) {
   const ModelConfig& c = config_;
   if (cache_.block_size <= 0) throw_config_error("KV cache block size must be positive, got ", cache_.block_size);
   if (cache_.num_blocks <= 0) throw_config_error("KV cache needs at least one block, got ", cache_.num_blocks);
   switch (cache_.dtype) {
     case DType::kF32: case DType::kBF16: case DType::kF16: case DType::kF8E4M3: case DType::kF8E5M2: break;
     case DType::kU8: case DType::kI32: case DType::kI64:
-      throw_config_error("KV cache dtype ", dtype_name(cache_.dtype), " is not supported by CPU_ATTN");
+      throw_config_error("KV cache dtype ", dtype_name(cache_.dtype), " is not supported on the CPU");
   }
+  layer_group_.assign(size_t(c.num_layers), -1);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    AttentionGroup& group = groups_[g];
+    RunnerOptions options = group.options;
+    options.parallel_for = [this](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+      pool_.parallel_for(n, grain, body);
+    };
+    if (group.shape.kv_dtype != cache_.dtype || group.shape.block_size != cache_.block_size)
+      throw_config_error("attention layers of ", group.shape.str(), " do not match the KV cache (",
+                         dtype_name(cache_.dtype), ", block ", cache_.block_size, ")");
+    runners_.push_back(group.backend->make_runner(group.shape, options));
+    runners_.back()->reserve({});  // the CPU runners allocate nothing ahead
+    for (int l : group.layers) {
+      PAGODA_CHECK(l >= 0 && l < c.num_layers && layer_group_[size_t(l)] < 0, "layer ", l, " in no or two groups");
+      layer_group_[size_t(l)] = int(g);
+    }
+  }
+  for (int l = 0; l < c.num_layers; ++l) PAGODA_CHECK(layer_group_[size_t(l)] >= 0, "layer ", l, " has no attention runner");
   inv_freq_ = rope_inv_freq(rope_params(c));
   const size_t per_layer = size_t(cache_.num_blocks) * size_t(c.num_kv_heads) * size_t(cache_.block_size) *
                            size_t(2 * c.head_dim) * dtype_size(cache_.dtype);
@@ -117,6 +144,12 @@ std::vector<float> CpuModelRunner::forward(const ForwardBatch& b) {
       slots_[size_t(t)] = block * cache_.block_size + pos % cache_.block_size;
     }
   }
+  AttentionBatch ab;
+  for (int s = 0; s < b.num_seqs(); ++s) {
+    ab.query_lens.push_back(b.query_start_loc[size_t(s + 1)] - b.query_start_loc[size_t(s)]);
+    ab.seq_lens.push_back(b.seq_lens[size_t(s)]);
+  }
+  for (auto& r : runners_) r->plan(ab, nullptr);
   h_.resize(size_t(T * H));
   xn_.resize(size_t(T * H));
   qkv_.resize(size_t(T * (Q + 2 * KV)));
@@ -176,53 +209,26 @@ void CpuModelRunner::layer(int l, const ForwardBatch& b, int64_t T) {
   rope_apply({.x = k, .num_tokens = T, .num_heads = c.num_kv_heads, .head_dim = int(hd), .token_stride = W,
               .positions = positions_.data(), .inv_freq = inv_freq_.data()}, &pool_);
 
-  void* cache = kv_cache_[size_t(l)].get();
-  CpuAttnWriteKvParams wp;
-  wp.key = k;
-  wp.value = v;
-  wp.key_stride = W;
-  wp.value_stride = W;
-  wp.slot_mapping = slots_.data();
-  wp.num_tokens = T;
-  wp.kv_cache = cache;
-  wp.cache_dtype = cache_.dtype;
-  wp.num_blocks = cache_.num_blocks;
-  wp.num_kv_heads = c.num_kv_heads;
-  wp.head_size = int(hd);
-  wp.block_size = cache_.block_size;
-  wp.k_scale = cache_.k_scale;
-  wp.v_scale = cache_.v_scale;
-  cpu_attn_write_kv(wp);
-
-  CpuAttnParams ap;
-  ap.query = q;
-  ap.query_stride = W;
+  AttentionParams ap;
+  ap.q = q;
+  ap.q_stride = W;
   ap.out = attn_.data();
-  ap.kv_cache = cache;
-  ap.cache_dtype = cache_.dtype;
+  ap.kv_cache = kv_cache_[size_t(l)].get();
   ap.num_blocks = cache_.num_blocks;
-  ap.k_scale = cache_.k_scale;
-  ap.v_scale = cache_.v_scale;
+  ap.k = k;
+  ap.v = v;
+  ap.kv_stride = W;
+  ap.slot_mapping = slots_.data();
   ap.query_start_loc = b.query_start_loc.data();
   ap.seq_lens = b.seq_lens.data();
   ap.block_tables = b.block_tables.data();
-  ap.max_blocks_per_seq = b.max_blocks_per_seq;
+  ap.block_table_stride = b.max_blocks_per_seq;
+  ap.num_tokens = int(T);
   ap.num_seqs = b.num_seqs();
-  ap.num_q_heads = c.num_heads;
-  ap.num_kv_heads = c.num_kv_heads;
-  ap.head_size = int(hd);
-  ap.block_size = cache_.block_size;
-  ap.sliding_window = c.uses_sliding_window(l) ? c.sliding_window : 0;
-  // Work ~ sum over sequences of new tokens x context x heads x head_dim; below ~1M multiply-adds one thread
-  // does it all (same reasoning as the matmul grain).
-  int64_t work = 0;
-  for (int s = 0; s < b.num_seqs(); ++s)
-    work += int64_t(b.query_start_loc[size_t(s + 1)] - b.query_start_loc[size_t(s)]) * b.seq_lens[size_t(s)];
-  work *= int64_t(c.num_heads) * hd * 2;
-  ap.parallel_for = [this, work](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-    pool_.parallel_for(n, work < (int64_t(1) << 20) ? n : 1, body);
-  };
-  cpu_attn_forward(ap);
+  const KvScales scales = cache_.scales(l);
+  ap.k_scale = scales.k;
+  ap.v_scale = scales.v;
+  runners_[size_t(layer_group_[size_t(l)])]->run(ap, nullptr);
 
   linear(attn_.data(), Q, lw.o, lw.o_bias, tmp_.data(), H, T, &pool_);
   add_inplace(h_.data(), tmp_.data(), T * H, &pool_);

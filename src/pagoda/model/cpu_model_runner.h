@@ -1,6 +1,7 @@
 // The CPU forward pass shared by every architecture: embedding -> layers (RMSNorm, q/k/v projections
 // (+bias), Qwen3 q/k norm, RoPE, KV write + CPU_ATTN over the paged cache, o projection, residual, RMSNorm,
-// SwiGLU MLP, residual) -> final norm -> logits. Float32 compute; weights f32/bf16/f16 as loaded.
+// SwiGLU MLP, residual) -> final norm -> logits. Float32 compute; weights f32/bf16/f16 as loaded. Attention
+// runs through the runners of the layer groups (model_runner.h), which write the cache themselves.
 #pragma once
 
 #include <cstdint>
@@ -16,34 +17,14 @@
 
 namespace pagoda {
 
-// One step over a batch of sequences, each contributing consecutive new tokens (a prefill chunk or a single
-// decode token). Sequence s owns tokens [query_start_loc[s], query_start_loc[s+1]) of token_ids and has
-// seq_lens[s] tokens in the KV cache once they are written, so its i-th new token has position
-// seq_lens[s] - q_len + i and goes to slot block_tables[s][pos / block_size] * block_size + pos % block_size.
-struct ForwardBatch {
-  std::vector<int32_t> token_ids;        // [num_tokens]
-  std::vector<int32_t> query_start_loc;  // [num_seqs + 1], query_start_loc[0] == 0, last == num_tokens
-  std::vector<int32_t> seq_lens;         // [num_seqs]
-  std::vector<int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], block ids of the runner's cache
-  int max_blocks_per_seq = 0;
-  std::vector<int32_t> logits_indices;   // indices into token_ids whose logits forward() returns, in order
-
-  int num_seqs() const { return int(seq_lens.size()); }
-  int num_tokens() const { return int(token_ids.size()); }
-};
-
-struct KvCacheOptions {
-  int64_t num_blocks = 0;
-  int block_size = 128;          // CPU_ATTN default; any positive size works
-  DType dtype = DType::kF32;     // kF32, kBF16, kF16, kF8E4M3, kF8E5M2
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches
-};
-
 // Owns the KV cache, a thread pool and per-step workspace; one forward() at a time (not thread-safe).
 class CpuModelRunner final : public ModelRunner {
  public:
-  // Allocates the KV cache (num_layers x num_blocks x kv_heads x block_size x 2*head_dim). num_threads <= 0:
-  // one per hardware thread.
+  // Allocates the KV cache (num_layers x num_blocks x kv_heads x block_size x 2*head_dim) and one attention
+  // runner per group; every layer must be in exactly one group. num_threads <= 0: one per hardware thread.
+  CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, std::vector<AttentionGroup> groups,
+                 int num_threads = 0);
+  // Every layer on the CPU's own attention backend (attention/registry.h), causal.
   CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, int num_threads = 0);
 
   // Runs the batch, writing its K/V into the cache; returns logits [logits_indices.size(), vocab_size].
@@ -61,6 +42,9 @@ class CpuModelRunner final : public ModelRunner {
   std::shared_ptr<const ModelWeights> weights_;
   KvCacheOptions cache_;
   ThreadPool pool_;
+  std::vector<AttentionGroup> groups_;
+  std::vector<std::unique_ptr<AttentionRunner>> runners_;  // per group
+  std::vector<int> layer_group_;                           // [num_layers] -> index into runners_
   std::vector<float> inv_freq_;                 // [head_dim / 2]
   std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> kv_cache_;  // per layer, calloc'ed
   // Per-step workspace, reused across calls.

@@ -1,17 +1,60 @@
 // What the engine drives: one forward step over a batch of sequences on a paged KV cache, on the CPU or a
-// GPU. The runner owns the cache; the engine owns the block tables.
+// GPU. The runner owns the cache; the engine owns the block tables. Attention runs through one
+// AttentionRunner per group of layers (attention/runner.h); a model runner never names a backend.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "pagoda/attention/backend.h"
+#include "pagoda/core/dtype.h"
 #include "pagoda/model/model_config.h"
 
 namespace pagoda {
 
-struct ForwardBatch;
-struct KvCacheOptions;
+// One step over a batch of sequences, each contributing consecutive new tokens (a prefill chunk or a single
+// decode token). Sequence s owns tokens [query_start_loc[s], query_start_loc[s+1]) of token_ids and has
+// seq_lens[s] tokens in the KV cache once they are written, so its i-th new token has position
+// seq_lens[s] - q_len + i and goes to slot block_tables[s][pos / block_size] * block_size + pos % block_size.
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;        // [num_tokens]
+  std::vector<int32_t> query_start_loc;  // [num_seqs + 1], query_start_loc[0] == 0, last == num_tokens
+  std::vector<int32_t> seq_lens;         // [num_seqs]
+  std::vector<int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], block ids of the runner's cache
+  int max_blocks_per_seq = 0;
+  std::vector<int32_t> logits_indices;   // indices into token_ids whose logits forward() returns, in order
+
+  int num_seqs() const { return int(seq_lens.size()); }
+  int num_tokens() const { return int(token_ids.size()); }
+};
+
+// Per-layer scales of an fp8 KV cache: stored value = x / scale.
+struct KvScales {
+  float k = 1.0f, v = 1.0f;
+};
+
+struct KvCacheOptions {
+  int64_t num_blocks = 0;
+  int block_size = 128;          // CPU_ATTN default; any positive size works on the CPU
+  DType dtype = DType::kF32;     // kF32, kBF16, kF16, kF8E4M3, kF8E5M2
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: every layer's, unless layer_scales has the layer
+  std::vector<KvScales> layer_scales;    // [num_layers] from the checkpoint, or empty
+
+  KvScales scales(int layer) const {
+    return size_t(layer) < layer_scales.size() ? layer_scales[size_t(layer)] : KvScales{k_scale, v_scale};
+  }
+};
+
+// Layers that share one attention runner: the backend the selector chose for them and their shape. A model
+// whose layers chose differently (sliding-window and full layers, say) has one group per choice.
+struct AttentionGroup {
+  std::shared_ptr<const AttentionBackend> backend;
+  LayerShape shape;
+  RunnerOptions options;  // the model runner adds what is its own (the CPU thread pool)
+  std::vector<int> layers;
+};
 
 class ModelRunner {
  public:
@@ -24,5 +67,15 @@ class ModelRunner {
   virtual const ModelConfig& config() const = 0;
   virtual const KvCacheOptions& cache_options() const = 0;
 };
+
+// The layer shape of `layer` of a model: heads, head size and sliding window from the config.
+LayerShape model_layer_shape(const ModelConfig& config, int layer, DType dtype, DType kv_dtype, KvLayout layout,
+                             int block_size, bool causal);
+
+// Groups layers by (backend, shape): backends[l] is layer l's backend.
+std::vector<AttentionGroup> group_attention_layers(const ModelConfig& config,
+                                                   const std::vector<std::shared_ptr<const AttentionBackend>>& backends,
+                                                   DType dtype, DType kv_dtype, KvLayout layout, int block_size,
+                                                   bool causal, const RunnerOptions& options);
 
 }  // namespace pagoda

@@ -125,7 +125,9 @@ CPU_ATTN_MULTIVERSION void run_item(const CpuAttnParams& p, const WorkItem& w, f
   auto pos_of = [&](int32_t t) { return first_pos + (t - q0); };
   auto lo_of = [&](int32_t pos) { return p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0; };
   const int32_t k_lo = lo_of(pos_of(w.t_begin));
-  const int32_t k_hi = pos_of(w.t_end - 1);  // inclusive
+  // Causal: a query sees keys up to its own position; otherwise every key of the sequence.
+  auto hi_of = [&](int32_t pos) { return p.causal ? pos : p.seq_lens[w.seq] - 1; };  // inclusive
+  const int32_t k_hi = hi_of(pos_of(w.t_end - 1));
 
   for (int32_t b = k_lo / bs; b <= k_hi / bs; ++b) {
     const int64_t block = p.block_tables[int64_t(w.seq) * p.max_blocks_per_seq + b];
@@ -140,7 +142,7 @@ CPU_ATTN_MULTIVERSION void run_item(const CpuAttnParams& p, const WorkItem& w, f
       const int32_t t = w.t_begin + ti;
       const int32_t pos = pos_of(t);
       const int j0 = std::max(lo_of(pos), base + o0) - base;  // block offsets [j0, j1)
-      const int j1 = std::min(pos + 1, base + o1) - base;
+      const int j1 = std::min(hi_of(pos) + 1, base + o1) - base;
       if (j0 >= j1) continue;
       for (int g = 0; g < group; ++g) {
         const int h = w.kv_head * group + g;

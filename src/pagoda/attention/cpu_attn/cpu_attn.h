@@ -10,7 +10,7 @@
 // chunk, or one decode token); sequence s has query tokens [query_start_loc[s], query_start_loc[s+1]) and
 // seq_lens[s] tokens in the cache after this step's write, so its i-th query token sits at position
 // seq_lens[s] - q_len + i and attends, causally, to cache positions <= its own (within the sliding
-// window, if any). Compute is float32 with an online softmax.
+// window, if any), or with causal = false to every position of its sequence past the window's start. Compute is float32 with an online softmax.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,7 @@ struct CpuAttnParams {
   int head_size = 0, block_size = 0;
   float scale = 0.0f;      // softmax scale; 0 = 1 / sqrt(head_size)
   int sliding_window = 0;  // > 0: a query at position p sees keys at positions > p - sliding_window
+  bool causal = true;      // false: a query also sees the keys after its own position
   CpuAttnParallelFor parallel_for;  // null = serial
 };
 

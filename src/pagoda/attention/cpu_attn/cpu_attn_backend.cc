@@ -1,6 +1,7 @@
 // CPU_ATTN declaration (spec §3.6). On CPU nothing is validated (§5.4); the declaration is used only
 // when CPU_ATTN is forced on CUDA, where the compute-capability check always fails.
 #include "pagoda/attention/backends.h"
+#include "pagoda/attention/cpu_attn/cpu_attn_runner.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -23,6 +24,11 @@ class CpuAttnBackend final : public AttentionBackend {
   }
 
   std::optional<KvLayout> required_kv_layout(ComputeCapability) const override { return KvLayout::kHND; }
+
+  bool kernels_built() const override { return true; }
+  std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
+    return make_cpu_attn_runner(shape, options);
+  }
 
   void check_construction(const SelectorConfig& cfg, const ConstructionEnv&) const override {
     if (starts_with(cfg.kv_cache_dtype, "fp8") && cfg.head_size % 32 != 0)

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "pagoda/attention/backends.h"
+#include "pagoda/attention/flash_attn/flash_attn_runner.h"
 #include "pagoda/attention/flash_attn/fa_version.h"
 #include "pagoda/core/error.h"
 
@@ -38,6 +39,13 @@ class FlashAttnBackend final : public AttentionBackend {
     }
     return std::nullopt;
   }
+
+#ifdef PAGODA_BUILT_FLASH_ATTN
+  bool kernels_built() const override { return true; }
+  std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
+    return make_flash_attn_runner(shape, options);
+  }
+#endif
 
   void check_construction(const SelectorConfig& cfg, const ConstructionEnv& env) const override {
     auto r = resolve_fa_version(env.cc, env.attention->flash_attn_version, env.batch_invariant);

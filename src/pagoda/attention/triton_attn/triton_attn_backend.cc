@@ -1,5 +1,6 @@
 // TRITON_ATTN declaration (spec §3.4): the portable unified paged-attention kernel.
 #include "pagoda/attention/backends.h"
+#include "pagoda/attention/triton_attn/triton_attn_runner.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -20,6 +21,13 @@ class TritonAttnBackend final : public AttentionBackend {
     c.sinks = c.sliding_window = c.non_causal = c.batch_invariant = true;
     return c;
   }
+
+#ifdef PAGODA_BUILT_TRITON_ATTN
+  bool kernels_built() const override { return true; }
+  std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
+    return make_triton_attn_runner(shape, options);
+  }
+#endif
 
   void check_construction(const SelectorConfig& cfg, const ConstructionEnv& env) const override {
     if (starts_with(cfg.kv_cache_dtype, "fp8") && env.cc < ComputeCapability{8, 9})

@@ -7,16 +7,16 @@
 #include <map>
 #include <cstring>
 
-#include "pagoda/attention/flash_attn/flash_attn.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/strings.h"
+#include "pagoda/model/cuda/cuda_weights.h"
+#include "pagoda/model/kv_cache_sizing.h"
 #include "pagoda/ops/cuda/activation.h"
 #include "pagoda/ops/cuda/convert.h"
 #include "pagoda/ops/cuda/device_buffer.h"
 #include "pagoda/ops/cuda/embedding.h"
 #include "pagoda/ops/cuda/gemm.h"
-#include "pagoda/ops/cuda/random_fill.h"
 #include "pagoda/ops/cuda/sampling.h"
 #include "pagoda/ops/cuda/rmsnorm.h"
 #include "pagoda/ops/cuda/rope_kv.h"
@@ -27,125 +27,20 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// Converts `n` elements of `src` (dtype `from`) into `dst` (dtype `to`).
-void convert_host(const void* src, DType from, void* dst, DType to, size_t n) {
-  if (from == to) {
-    std::memcpy(dst, src, n * dtype_size(to));
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) store_from_f32(dst, to, i, load_as_f32(src, from, i));
-}
-
-struct LayerPtrs {
-  void* input_norm = nullptr;
-  void* post_norm = nullptr;
-  void* q_norm = nullptr;
-  void* k_norm = nullptr;
-  void* qkv_bias = nullptr;
-  void* o_bias = nullptr;
-  void* w_qkv = nullptr;
-  void* w_o = nullptr;
-  void* w_gate_up = nullptr;
-  void* w_down = nullptr;
-};
-
 }  // namespace
 
-// A step's attention over the paged KV cache for the model's layer shape, whichever backend the layers use:
-// reserve() sizes the work lists once, plan() builds this step's (on the host, uploaded async on the stream),
-// run() only launches, so a decode step can be captured in a CUDA graph.
-struct CudaModelRunner::Attention {
-  BackendName backend = BackendName::kTritonAttn;
-  int flash_attn_version = 2;
-  bool separate = false;  // TRITON_ATTN use_prefill_decode_attention: a prefill and a decode work list
-  int num_q_heads = 0, num_kv_heads = 0, head_size = 0;
-  DType dtype = DType::kBF16, kv_dtype = DType::kBF16;
-  int num_sms = 132;
-  int max_splits = 32;
-  PagedAttentionWorkspace triton, triton_decode;  // TRITON_ATTN (triton_decode only when separate)
-  FlashAttnWorkspace flash;                       // FLASH_ATTN
-
-  void configure(const CudaRunnerOptions& o, const ModelConfig& c, int sms, bool split_prefill_decode) {
-    backend = o.attention_backend;
-    flash_attn_version = o.flash_attn_version;
-    separate = backend == BackendName::kTritonAttn && split_prefill_decode;
-    num_q_heads = c.num_heads;
-    num_kv_heads = c.num_kv_heads;
-    head_size = c.head_dim;
-    dtype = o.dtype;
-    kv_dtype = o.kv_dtype;
-    num_sms = sms;
-  }
-
-  // Scratch for up to max_tokens tokens and max_seqs sequences, with at most `splits` KV splits.
-  void reserve(int max_tokens, int max_seqs, int splits) {
-    max_splits = splits;
-    switch (backend) {
-      case BackendName::kTritonAttn:
-        triton.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
-        if (separate) triton_decode.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
-        return;
-      case BackendName::kFlashAttn: flash.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits); return;
-      case BackendName::kFlashInfer:
-      case BackendName::kFlexAttention:
-      case BackendName::kTurboQuant:
-      case BackendName::kCpuAttn: break;
-    }
-    PAGODA_CHECK(false, "the CUDA model runner has no ", backend_name_str(backend), " layers");
-  }
-
-  // force_splits: exactly max_splits KV splits (the fixed grid of a captured decode step).
-  void plan(const AttentionBatchInfo& batch, bool force_splits, cudaStream_t stream) {
-    if (backend == BackendName::kFlashAttn) {
-      FlashAttnOptions o;
-      o.version = flash_attn_version;
-      o.num_sms = num_sms;
-      o.max_splits = max_splits;
-      o.force_splits = force_splits;
-      plan_flash_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, kv_dtype, /*alibi=*/false, o, flash,
-                           stream);
-      return;
-    }
-    PagedAttentionOptions o;
-    o.num_sms = num_sms;
-    o.max_splits = max_splits;
-    o.force_splits = force_splits;
-    o.fp8_kv = dtype_is_fp8(kv_dtype);
-    if (!separate) {
-      plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, o, triton, stream);
-      return;
-    }
-    PagedAttentionOptions pre = o, dec = o;
-    pre.only_decode = 0;
-    dec.only_decode = 1;
-    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, pre, triton, stream);
-    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, dec, triton_decode, stream);
-  }
-
-  void run(const PagedAttentionParams& p, cudaStream_t stream) const {
-    if (backend == BackendName::kFlashAttn) {
-      run_flash_attention(p, flash, stream);
-      return;
-    }
-    run_paged_attention(p, triton, stream);
-    if (separate) run_paged_attention(p, triton_decode, stream);
-  }
-};
 
 namespace {
 void finish_step(CudaModelRunner::Impl& m);
 }  // namespace
 
 struct CudaModelRunner::Impl {
+  using Runners = std::vector<std::unique_ptr<AttentionRunner>>;  // one per layer group
   CudaRunnerOptions opt;
   ModelConfig cfg;
   cudaStream_t stream = nullptr;
   GemmRunner gemm;
-  DeviceBuffer weights;  // every weight, one allocation
-  std::vector<LayerPtrs> layers;
-  void* embed = nullptr;
-  void* lm_head = nullptr;
-  void* final_norm = nullptr;
+  CudaWeights w;
   DeviceBuffer kv;  // [layers][num_blocks, block_size, kv_heads, 2*head_dim]
   size_t kv_layer_bytes = 0;
   DeviceBuffer rope_cos, rope_sin;
@@ -159,12 +54,13 @@ struct CudaModelRunner::Impl {
   size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0, off_tokens = 0;
   PinnedBuffer err_host;
   int max_blocks_cap = 0;
-  Attention attention;  // eager steps
+  Runners runners;               // eager steps
+  std::vector<int> layer_group;  // [num_layers] -> index into a Runners
   int num_sms = 132;
   DeviceBuffer kscale, vscale;
   // Decode CUDA graphs by padded batch size.
   struct Graph {
-    Attention attention;  // one fixed decode work list
+    Runners runners;  // one fixed decode work list per group
     cudaGraphExec_t exec = nullptr;
     ~Graph() {
       if (exec) cudaGraphExecDestroy(exec);
@@ -232,122 +128,13 @@ void finish_step(CudaModelRunner::Impl& m) {
 }
 }  // namespace
 
+
 namespace {
-constexpr int kEagerMaxSplits = 64;  // most KV splits of an eager step (the runner's workspace is reserved for it)
-}  // namespace
 
-int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits) {
-  // The eager planner's rule (decode_kv_splits) for a context of unknown length; the cap wins.
-  const int cap = std::max(1, std::min(max_splits, kEagerMaxSplits));
-  return decode_kv_splits(std::max(1, batch * num_kv_heads), 2 * cap, num_sms, fp8_kv, cap);
-}
-
-CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
-    : config_(model.config), impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.opt = options;
-  m.cfg = model.config;
+// The RoPE cos/sin tables for every position a step may reach.
+void build_rope_tables(CudaModelRunner::Impl& m) {
   const ModelConfig& c = m.cfg;
-  const DType dt = options.dtype;
-  PAGODA_CHECK(dt == DType::kBF16 || dt == DType::kF16 || dt == DType::kF32, "CUDA runner dtype ", dtype_name(dt));
-  PAGODA_CHECK(options.attention_backend == BackendName::kTritonAttn || options.attention_backend == BackendName::kFlashAttn,
-               "the CUDA model runner runs TRITON_ATTN or FLASH_ATTN layers, not ", backend_name_str(options.attention_backend));
-  PAGODA_CHECK(options.attention_backend != BackendName::kFlashAttn || dt != DType::kF32,
-               "FLASH_ATTN runs float16 and bfloat16, not float32");
-  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
-  cudaDeviceProp prop{};
-  PAGODA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  m.num_sms = prop.multiProcessorCount;
-  const size_t es = dtype_size(dt);
-  const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size;
-  const int QKV = m.qkv_width();
-
-  // ---- weights: layout, one allocation, upload (converted to the compute dtype on the host), or, for
-  // deferred dummy weights, random values made on the device ----
-  struct Piece {
-    void** dst;
-    size_t elems;
-    std::function<void(void*)> fill;  // writes `elems` elements of dt into the host staging
-    bool is_norm = false;             // dummy init: 1.0 instead of N(0, 0.02^2)
-  };
-  std::vector<Piece> pieces;
-  const ModelWeights* w = model.weights.get();
-  auto matrix = [&](void** dst, std::vector<const WeightMatrix*> parts, size_t elems) {
-    pieces.push_back({dst, elems, w ? std::function<void(void*)>([parts, dt](void* out) {
-                        size_t at = 0;
-                        for (auto* p : parts) {
-                          size_t k = size_t(p->rows * p->cols);
-                          convert_host(p->data, p->dtype, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, k);
-                          at += k;
-                        }
-                      }) : nullptr, false});
-  };
-  auto vec = [&](void** dst, std::vector<const std::vector<float>*> parts, size_t elems, bool is_norm) {
-    pieces.push_back({dst, elems, w ? std::function<void(void*)>([parts, dt](void* out) {
-                        size_t at = 0;
-                        for (auto* p : parts) {
-                          convert_host(p->data(), DType::kF32, static_cast<uint8_t*>(out) + at * dtype_size(dt), dt, p->size());
-                          at += p->size();
-                        }
-                      }) : nullptr, is_norm});
-  };
-  const size_t HQ = size_t(c.num_heads) * D, HK = size_t(c.num_kv_heads) * D;
-  m.layers.resize(size_t(c.num_layers));
-  matrix(&m.embed, {w ? &w->embed : nullptr}, size_t(V) * H);
-  if (w ? w->lm_head.data != w->embed.data : !c.tie_word_embeddings) matrix(&m.lm_head, {w ? &w->lm_head : nullptr}, size_t(V) * H);
-  vec(&m.final_norm, {w ? &w->final_norm : nullptr}, size_t(H), true);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights* lw = w ? &w->layers[size_t(l)] : nullptr;
-    LayerPtrs& lp = m.layers[size_t(l)];
-    vec(&lp.input_norm, {lw ? &lw->input_norm : nullptr}, size_t(H), true);
-    vec(&lp.post_norm, {lw ? &lw->post_attn_norm : nullptr}, size_t(H), true);
-    if (c.qk_norm) {
-      vec(&lp.q_norm, {lw ? &lw->q_norm : nullptr}, size_t(D), true);
-      vec(&lp.k_norm, {lw ? &lw->k_norm : nullptr}, size_t(D), true);
-    }
-    if (lw ? !lw->q_bias.empty() : c.attention_bias)
-      vec(&lp.qkv_bias, {lw ? &lw->q_bias : nullptr, lw ? &lw->k_bias : nullptr, lw ? &lw->v_bias : nullptr}, HQ + 2 * HK, false);
-    if (lw && !lw->o_bias.empty()) vec(&lp.o_bias, {&lw->o_bias}, size_t(H), false);
-    matrix(&lp.w_qkv, {lw ? &lw->q : nullptr, lw ? &lw->k : nullptr, lw ? &lw->v : nullptr}, (HQ + 2 * HK) * H);
-    matrix(&lp.w_o, {lw ? &lw->o : nullptr}, size_t(H) * HQ);
-    matrix(&lp.w_gate_up, {lw ? &lw->gate : nullptr, lw ? &lw->up : nullptr}, 2 * size_t(F) * H);
-    matrix(&lp.w_down, {lw ? &lw->down : nullptr}, size_t(H) * F);
-  }
-  size_t total = 0;
-  std::vector<size_t> offsets;
-  for (const auto& p : pieces) {
-    offsets.push_back(total);
-    total += align_up(p.elems * es);
-  }
-  m.weights = DeviceBuffer(total);
-  {
-    size_t staging_bytes = 0;
-    if (w)
-      for (const auto& p : pieces) staging_bytes = std::max(staging_bytes, p.elems * es);
-    std::vector<uint8_t> staging(staging_bytes);
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      void* dst = static_cast<uint8_t*>(m.weights.data()) + offsets[i];
-      *pieces[i].dst = dst;
-      if (w) {
-        pieces[i].fill(staging.data());
-        m.weights.upload(staging.data(), pieces[i].elems * es, offsets[i]);
-      } else {
-        RandomFillParams rf;
-        rf.data = dst;
-        rf.n = int64_t(pieces[i].elems);
-        rf.dtype = dt;
-        rf.seed = uint64_t(i) + 1;
-        rf.mean = pieces[i].is_norm ? 1.0f : 0.0f;
-        rf.std = pieces[i].is_norm ? 0.0f : 0.02f;
-        random_fill(rf, m.stream);
-      }
-    }
-    PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  }
-  if (!m.lm_head) m.lm_head = m.embed;
-
-  // ---- RoPE tables ----
-  m.rope_max_pos = std::max(options.max_model_len, c.max_position_embeddings);
+  m.rope_max_pos = std::max(m.opt.max_model_len, c.max_position_embeddings);
   Llama3RopeScaling l3;
   const Llama3RopeScaling* l3p = nullptr;
   if (c.rope_scaling.type == "llama3") {
@@ -357,27 +144,33 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
     l3.original_max_position = c.rope_scaling.original_max_position_embeddings;
     l3p = &l3;
   }
-  RopeTable table = build_rope_table(m.rope_max_pos, D, c.rope_theta, l3p);
+  RopeTable table = build_rope_table(m.rope_max_pos, c.head_dim, c.rope_theta, l3p);
   m.rope_cos = DeviceBuffer(table.cos.size() * sizeof(float));
   m.rope_sin = DeviceBuffer(table.sin.size() * sizeof(float));
   m.rope_cos.upload(table.cos.data(), table.cos.size() * sizeof(float));
   m.rope_sin.upload(table.sin.data(), table.sin.size() * sizeof(float));
+}
 
-  // ---- activations ----
-  const size_t T = size_t(std::max(1, options.max_num_tokens));
-  const size_t S = size_t(std::max(1, options.max_num_seqs));
+// Activations for max_num_tokens tokens, logits for max_num_seqs rows, and the step metadata: one device
+// buffer filled by one copy from a pinned staging buffer.
+void allocate_step_buffers(CudaModelRunner::Impl& m) {
+  const ModelConfig& c = m.cfg;
+  const size_t es = dtype_size(m.opt.dtype);
+  const size_t H = size_t(c.hidden_size), D = size_t(c.head_dim), F = size_t(c.intermediate_size), V = size_t(c.vocab_size);
+  const size_t T = size_t(std::max(1, m.opt.max_num_tokens));
+  const size_t S = size_t(std::max(1, m.opt.max_num_seqs));
   m.h = DeviceBuffer(T * H * es);
   m.xn = DeviceBuffer(T * H * es);
-  m.qkv = DeviceBuffer(T * QKV * es);
+  m.qkv = DeviceBuffer(T * size_t(m.qkv_width()) * es);
   m.attn = DeviceBuffer(T * size_t(c.num_heads) * D * es);
   m.o = DeviceBuffer(T * H * es);
-  m.gu = DeviceBuffer(T * 2 * size_t(F) * es);
+  m.gu = DeviceBuffer(T * 2 * F * es);
   m.act = DeviceBuffer(T * F * es);
   m.xsel = DeviceBuffer(S * H * es);
   m.logits = DeviceBuffer(S * V * es);
   m.logits_f32 = DeviceBuffer(S * V * sizeof(float));
   m.logits_host = PinnedBuffer(S * V * sizeof(float));
-  m.max_blocks_cap = (options.max_model_len + options.block_size - 1) / options.block_size;
+  m.max_blocks_cap = (m.opt.max_model_len + m.opt.block_size - 1) / m.opt.block_size;
   size_t at = 0;
   auto place = [&](size_t bytes) {
     size_t o = at;
@@ -397,54 +190,106 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   m.meta_host = PinnedBuffer(at);
   m.err_host = PinnedBuffer(4);
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
-  m.attention.configure(options, c, m.num_sms, options.use_prefill_decode_attention);
-  m.attention.reserve(int(T), int(S), kEagerMaxSplits);  // eager steps: the planner picks up to this many
-  if (options.attention_backend == BackendName::kFlashAttn && options.flash_attn_version == 3 &&
-      flash_attn_fa3_supported()) {
-    // FA3 KV staging (flash_attn.h): a step's new tokens plus one full-length cached context, at most 64k
-    // tokens; larger steps gather 16-token pages (fp8 KV: FA2). Without the FA3 kernel (a version-3 step
-    // on another device runs FA2) nothing would read it.
-    const int stage_tokens = int(std::min<size_t>(T + size_t(options.max_model_len), 65536));
-    m.attention.flash.reserve_kv_stage(stage_tokens, int(S), c.num_kv_heads, D, options.dtype);
-    const double gib = double(m.attention.flash.kv_stage_blocks) * 128 * c.num_kv_heads * 2 * D *
-                       dtype_size(options.dtype) / double(1ull << 30);
-    PAGODA_LOG_INFO("FA3 KV staging buffer: ", m.attention.flash.kv_stage_blocks * 128, " tokens (", gib,
-                    " GiB), reserved before the KV cache");
-  }
-  if (!options.enforce_eager)
-    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512})
-      if (size <= int(S) && size <= int(T)) m.graph_sizes.push_back(size);
-  float ks = options.k_scale, vs = options.v_scale;
-  m.kscale = DeviceBuffer(4);
-  m.vscale = DeviceBuffer(4);
-  m.kscale.upload(&ks, 4);
-  m.vscale.upload(&vs, 4);
+}
 
-  // ---- KV cache from what memory is left under gpu_memory_utilization ----
-  const size_t kv_es = dtype_size(options.kv_dtype);
-  const size_t block_bytes = size_t(options.block_size) * c.num_kv_heads * 2 * D * kv_es;
-  int64_t blocks = options.num_blocks_override;
-  if (blocks <= 0) {
-    size_t free_b = 0, total_b = 0;
-    PAGODA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    double budget = double(total_b) * options.gpu_memory_utilization - double(total_b - free_b) - 64.0 * (1 << 20);
-    blocks = int64_t(budget / double(block_bytes * c.num_layers));
-    if (blocks <= 0)
-      throw_runtime_error("no GPU memory is left for the KV cache: weights and activations use ",
-                          format_bytes(double(total_b - free_b)), " of ", format_bytes(double(total_b)),
-                          " at --gpu-memory-utilization ", options.gpu_memory_utilization,
-                          "; raise it or lower --max-num-batched-tokens");
+// One runner per layer group, reserved for `limits`.
+CudaModelRunner::Impl::Runners make_runners(const CudaModelRunner::Impl& m, const RunnerLimits& limits) {
+  CudaModelRunner::Impl::Runners runners;
+  for (const AttentionGroup& g : m.opt.attention) {
+    RunnerOptions o = g.options;
+    o.num_sms = m.num_sms;
+    runners.push_back(g.backend->make_runner(g.shape, o));
+    runners.back()->reserve(limits);
   }
+  return runners;
+}
+
+// The eager runners (their workspaces, FA3's staging buffer, are reserved before the KV cache takes what
+// memory is left) and the decode batch sizes that get a CUDA graph.
+void make_attention(CudaModelRunner::Impl& m) {
+  const ModelConfig& c = m.cfg;
+  m.layer_group.assign(size_t(c.num_layers), -1);
+  for (size_t g = 0; g < m.opt.attention.size(); ++g) {
+    const AttentionGroup& group = m.opt.attention[g];
+    if (group.shape.dtype != m.opt.dtype || group.shape.kv_dtype != m.opt.kv_dtype ||
+        group.shape.block_size != m.opt.block_size || group.shape.layout != m.opt.layout)
+      throw_config_error("attention layers of ", group.shape.str(), " do not match the model (",
+                         dtype_name(m.opt.dtype), ") or the KV cache (", dtype_name(m.opt.kv_dtype), " ",
+                         kv_layout_str(m.opt.layout), ", block ", m.opt.block_size, ")");
+    for (int l : group.layers) {
+      PAGODA_CHECK(l >= 0 && l < c.num_layers && m.layer_group[size_t(l)] < 0, "layer ", l, " in no or two groups");
+      m.layer_group[size_t(l)] = int(g);
+    }
+  }
+  for (int l = 0; l < c.num_layers; ++l) PAGODA_CHECK(m.layer_group[size_t(l)] >= 0, "layer ", l, " has no attention runner");
+  const int T = std::max(1, m.opt.max_num_tokens), S = std::max(1, m.opt.max_num_seqs);
+  m.runners = make_runners(m, {.max_tokens = T, .max_seqs = S, .max_model_len = m.opt.max_model_len});
+  for (size_t g = 0; g < m.runners.size(); ++g)
+    PAGODA_LOG_INFO("attention layers ", m.opt.attention[g].layers.front(), "-", m.opt.attention[g].layers.back(), " (",
+                    m.opt.attention[g].layers.size(), "): ", m.runners[g]->describe(), ", ", m.opt.attention[g].shape.str());
+  if (!m.opt.enforce_eager)
+    for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512})
+      if (size <= S && size <= T) m.graph_sizes.push_back(size);
+}
+
+// The KV cache from what memory is left under gpu_memory_utilization (kv_cache_sizing.h), zeroed, and the
+// per-layer fp8 scales the RoPE + KV-write kernel reads from device memory.
+void allocate_kv_cache(CudaModelRunner::Impl& m, KvCacheOptions& cache) {
+  const ModelConfig& c = m.cfg;
+  const size_t block_bytes = size_t(m.opt.block_size) * c.num_kv_heads * 2 * c.head_dim * dtype_size(m.opt.kv_dtype);
+  size_t free_b = 0, total_b = 0;
+  PAGODA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  KvCacheSizing sizing;
+  sizing.bytes_per_block = double(block_bytes) * c.num_layers;
+  sizing.budget_bytes = double(total_b) * m.opt.gpu_memory_utilization - double(total_b - free_b) - 64.0 * (1 << 20);
+  sizing.budget_hint = str_cat("weights and activations use ", format_bytes(double(total_b - free_b)), " of ",
+                               format_bytes(double(total_b)), " at --gpu-memory-utilization ",
+                               m.opt.gpu_memory_utilization, "; raise it or lower --max-num-batched-tokens");
+  sizing.num_blocks_override = m.opt.num_blocks_override;
+  const int64_t blocks = kv_cache_blocks(sizing);
   m.kv_layer_bytes = align_up(size_t(blocks) * block_bytes);
   m.kv = DeviceBuffer(m.kv_layer_bytes * c.num_layers);
   // Zeroed once: attention kernels may load whole pages past a sequence's end (masked, but P = 0 times a
   // NaN bit pattern would still poison O), so every slot holds a finite value from the start.
   PAGODA_CUDA_CHECK(cudaMemset(m.kv.data(), 0, m.kv_layer_bytes * c.num_layers));
-  cache_.num_blocks = blocks;
-  cache_.block_size = options.block_size;
-  cache_.dtype = options.kv_dtype;
-  cache_.k_scale = options.k_scale;
-  cache_.v_scale = options.v_scale;
+  cache.num_blocks = blocks;
+  cache.block_size = m.opt.block_size;
+  cache.dtype = m.opt.kv_dtype;
+  cache.k_scale = m.opt.kv_scales.k;
+  cache.v_scale = m.opt.kv_scales.v;
+  cache.layer_scales = m.opt.layer_kv_scales;
+  std::vector<float> ks(size_t(c.num_layers)), vs(size_t(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    ks[size_t(l)] = cache.scales(l).k;
+    vs[size_t(l)] = cache.scales(l).v;
+  }
+  m.kscale = DeviceBuffer(ks.size() * 4);
+  m.vscale = DeviceBuffer(vs.size() * 4);
+  m.kscale.upload(ks.data(), ks.size() * 4);
+  m.vscale.upload(vs.data(), vs.size() * 4);
+}
+
+}  // namespace
+
+CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
+    : config_(model.config), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = options;
+  m.cfg = model.config;
+  const DType dt = options.dtype;
+  PAGODA_CHECK(dt == DType::kBF16 || dt == DType::kF16 || dt == DType::kF32, "CUDA runner dtype ", dtype_name(dt));
+  PAGODA_CHECK(options.layer_kv_scales.empty() || int(options.layer_kv_scales.size()) == m.cfg.num_layers,
+               "KV scales for ", options.layer_kv_scales.size(), " of ", m.cfg.num_layers, " layers");
+  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  int dev = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+  PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, dev));
+  m.gemm.set_batch_invariant(options.batch_invariant);
+  m.w = upload_weights(model, dt, m.stream);
+  build_rope_tables(m);
+  allocate_step_buffers(m);
+  make_attention(m);
+  allocate_kv_cache(m, cache_);
 }
 
 CudaModelRunner::~CudaModelRunner() {
@@ -467,7 +312,7 @@ void CudaModelRunner::set_profiling(bool on) {
 
 const std::vector<CudaStepProfile>& CudaModelRunner::step_profiles() const { return impl_->prof.steps; }
 
-uint64_t CudaModelRunner::weight_bytes() const { return impl_->weights.bytes(); }
+uint64_t CudaModelRunner::weight_bytes() const { return impl_->w.buffer.bytes(); }
 uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.bytes(); }
 
 std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
@@ -500,9 +345,9 @@ std::optional<std::vector<int32_t>> CudaModelRunner::forward_greedy(const Forwar
 }
 
 // Enqueues one step of T tokens / S sequences / R logits rows over the metadata already in m.meta, with the
-// planned attention work lists of `attention`. Everything here is a kernel launch on m.stream (no
+// planned attention work lists of `runners`. Everything here is a kernel launch on m.stream (no
 // allocation, no sync), so a decode step can be captured in a CUDA graph.
-void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attention) {
+void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& runners) {
   Impl& m = *impl_;
   const ModelConfig& c = m.cfg;
   const DType dt = m.opt.dtype;
@@ -527,9 +372,9 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     p.op_kinds[size_t(p.num_op_events++)] = int(op);
   };
   mark(StepOp::kNorm);  // the first event only starts the clock
-  embedding({d_ids, m.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
+  embedding({d_ids, m.w.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerPtrs& lp = m.layers[size_t(l)];
+    const CudaLayerWeights& lp = m.w.layers[size_t(l)];
     if (l == 0) {
       RmsNormParams rp;
       rp.x = m.h.data();
@@ -576,36 +421,27 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     rk.block_size = bs;
     rk.layout = m.opt.layout;
     rk.cache_dtype = m.opt.kv_dtype;
-    rk.k_scale = m.kscale.as<float>();
-    rk.v_scale = m.vscale.as<float>();
+    rk.k_scale = m.kscale.as<float>() + l;
+    rk.v_scale = m.vscale.as<float>() + l;
     rk.error_flag = d_err;
     rope_kv(rk, m.stream);
     mark(StepOp::kRopeKv);
-    PagedAttentionParams ap;
+    AttentionParams ap;
     ap.q = q;
-    ap.q_token_stride = QKV;
+    ap.q_stride = QKV;
     ap.out = m.attn.data();
     ap.kv_cache = rk.kv_cache;
-    ap.dtype = dt;
-    ap.kv_dtype = m.opt.kv_dtype;
-    ap.layout = m.opt.layout;
-    ap.num_tokens = T;
-    ap.num_seqs = S;
-    ap.num_q_heads = c.num_heads;
-    ap.num_kv_heads = c.num_kv_heads;
-    ap.head_size = D;
-    ap.block_size = bs;
-    ap.max_blocks_per_seq = m.max_blocks_cap;  // block tables are uploaded with this row stride
-    ap.num_blocks = int(cache_.num_blocks);
+    ap.num_blocks = cache_.num_blocks;
     ap.query_start_loc = d_qsl;
     ap.seq_lens = d_sl;
     ap.block_tables = d_bt;
-    ap.scale = 1.0f / std::sqrt(float(D));
-    ap.k_scale = m.opt.k_scale;
-    ap.v_scale = m.opt.v_scale;
-    bool sliding = size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)];
-    ap.sliding_window = sliding ? c.sliding_window : 0;
-    attention.run(ap, m.stream);
+    ap.block_table_stride = m.max_blocks_cap;  // block tables are uploaded with this row stride
+    ap.num_tokens = T;
+    ap.num_seqs = S;
+    const KvScales scales = cache_.scales(l);
+    ap.k_scale = scales.k;
+    ap.v_scale = scales.v;
+    runners[size_t(m.layer_group[size_t(l)])]->run(ap, m.stream);
     mark(StepOp::kAttention);
     m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
     mark(StepOp::kOGemm);
@@ -618,11 +454,11 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     m.gemm.run({m.act.data(), lp.w_down, nullptr, m.o.data(), T, H, F, dt}, m.stream);
     mark(StepOp::kDownGemm);
   }
-  fused_add_rmsnorm({m.o.data(), m.h.data(), m.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
+  fused_add_rmsnorm({m.o.data(), m.h.data(), m.w.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
   mark(StepOp::kNorm);
   if (R == 0) return;
   embedding({d_li, m.xn.data(), m.xsel.data(), R, H, T, dt, d_err}, m.stream);  // gather the rows to sample
-  m.gemm.run({m.xsel.data(), m.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
+  m.gemm.run({m.xsel.data(), m.w.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
   convert({m.logits.data(), dt, m.logits_f32.data(), DType::kF32, int64_t(R) * V}, m.stream);
   argmax({m.logits_f32.as<float>(), 0, R, V, d_tokens}, m.stream);
   mark(StepOp::kLogits);
@@ -635,15 +471,13 @@ void CudaModelRunner::capture_graph(int bp) {
   const ModelConfig& c = m.cfg;
   auto& g = m.graphs[bp];
   g = std::make_unique<Impl::Graph>();
-  g->attention.configure(m.opt, c, m.num_sms, /*split_prefill_decode=*/false);
-  g->attention.reserve(bp, bp, graph_decode_splits(bp, c.num_kv_heads, m.num_sms, dtype_is_fp8(m.opt.kv_dtype), m.opt.max_graph_splits));
-  AttentionBatchInfo full{std::vector<int>(size_t(bp), 1), std::vector<int>(size_t(bp), 1)};
-  g->attention.plan(full, /*force_splits=*/true, m.stream);
-  enqueue_step(bp, bp, bp, g->attention);
+  g->runners = make_runners(m, {.max_tokens = bp, .max_seqs = bp, .max_model_len = m.opt.max_model_len, .graph_batch = bp});
+  for (auto& r : g->runners) r->plan({}, m.stream);  // the fixed grid of bp decode sequences
+  enqueue_step(bp, bp, bp, g->runners);
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   cudaGraph_t graph = nullptr;
   PAGODA_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
-  enqueue_step(bp, bp, bp, g->attention);
+  enqueue_step(bp, bp, bp, g->runners);
   PAGODA_CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
   PAGODA_CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
   PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
@@ -728,7 +562,7 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   int32_t* bt = reinterpret_cast<int32_t*>(hm + m.off_bt);
   int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
   std::memcpy(ids, b.token_ids.data(), size_t(T) * 4);
-  AttentionBatchInfo info;
+  AttentionBatch info;
   for (int s = 0; s < S; ++s) {
     int q0 = b.query_start_loc[size_t(s)], q1 = b.query_start_loc[size_t(s) + 1];
     int ql = q1 - q0, ctx = b.seq_lens[size_t(s)];
@@ -776,12 +610,12 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
     return R;
   }
 
-  m.attention.plan(info, /*force_splits=*/false, m.stream);
+  for (auto& r : m.runners) r->plan(info, m.stream);
   if (prof.on) {
     prof.step.plan_s = since(prof.t0) - prof.step.prep_s;
     prof.ops = true;
   }
-  enqueue_step(T, S, R, m.attention);
+  enqueue_step(T, S, R, m.runners);
   if (prof.on) {
     prof.ops = false;
     prof.step.launch_s = since(prof.t0) - prof.step.prep_s - prof.step.plan_s;

@@ -1,20 +1,19 @@
 // The GPU forward pass shared by every architecture, the same function as CpuModelRunner: embedding ->
 // layers (fused residual-add RMSNorm, one fused QKV GEMM (+bias), Qwen3 q/k norm, RoPE fused with the paged
-// KV-cache write, TRITON_ATTN or FLASH_ATTN over the cache, o projection, fused gate_up GEMM, SiLU-and-mul,
-// down projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32 accumulate in
-// every GEMM and reduction) or fp32 (TRITON_ATTN only). Weights are uploaded once into one device allocation.
+// KV-cache write, the layer group's attention runner over the cache, o projection, fused gate_up GEMM,
+// SiLU-and-mul, down projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32
+// accumulate in every GEMM and reduction) or fp32. Weights are uploaded once into one device allocation.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "pagoda/config/attention_config.h"
 #include "pagoda/core/dtype.h"
 #include "pagoda/core/kv_layout.h"
-#include "pagoda/model/cpu_model_runner.h"
 #include "pagoda/model/load_model.h"
 #include "pagoda/model/model_runner.h"
 
@@ -23,30 +22,21 @@ namespace pagoda {
 struct CudaRunnerOptions {
   DType dtype = DType::kBF16;          // compute dtype: kBF16, kF16 or kF32
   DType kv_dtype = DType::kBF16;       // == dtype, or kF8E4M3 / kF8E5M2
-  float k_scale = 1.0f, v_scale = 1.0f;
+  KvScales kv_scales;                  // fp8 caches: every layer's, unless layer_kv_scales has it
+  std::vector<KvScales> layer_kv_scales;  // [num_layers] from the checkpoint, or empty
   int block_size = 16;
   KvLayout layout = KvLayout::kNHD;
+  // The attention of every layer: one group per (backend, shape), each layer in exactly one group, with the
+  // dtype, kv_dtype, layout and block size above.
+  std::vector<AttentionGroup> attention;
+  bool batch_invariant = false;         // GEMMs: one algorithm per (n, k) whatever the step's row count
   double gpu_memory_utilization = 0.9;  // fraction of the device's memory the process may use in all
-  int64_t num_blocks_override = 0;      // > 0: this many KV blocks
+  std::optional<int64_t> num_blocks_override;  // this many KV blocks
   int max_num_tokens = 8192;            // activations are sized for this many tokens per step
   int max_num_seqs = 256;
   int max_model_len = 4096;
-  // The attention backend of every layer: kTritonAttn or kFlashAttn (bf16/fp16 only).
-  BackendName attention_backend = BackendName::kTritonAttn;
-  int flash_attn_version = 2;  // FLASH_ATTN: the version the selector resolved (2 or 3)
-  // TRITON_ATTN: separate prefill and decode launches (spec §6.5); no effect on FLASH_ATTN, which plans
-  // its prefill and decode work itself.
-  bool use_prefill_decode_attention = false;
   bool enforce_eager = false;  // no CUDA graphs for decode steps
-  // Most KV splits a captured decode step may use (flash_attn_max_num_splits_for_cuda_graph for FLASH_ATTN;
-  // TRITON_ATTN keeps 16). Each captured batch size fixes its own count up to this cap: see graph_decode_splits.
-  int max_graph_splits = 16;
 };
-
-// The fixed KV split count of a captured decode step of `batch` sequences: the eager planner's choice
-// (decode_kv_splits: one decode CTA per SM, three with fp8 KV) at any context, capped by max_splits. Batch 1
-// with 8 KV heads on 132 SMs takes 17 (fp8: min(cap, 50)); batch 16 and up take 1.
-int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits);
 
 // The op kinds of a step whose GPU time a profile separates (StepOp order; kStepOpNames names them).
 enum class StepOp { kNorm, kQkvGemm, kRopeKv, kAttention, kOGemm, kGateUpGemm, kAct, kDownGemm, kLogits };
@@ -92,8 +82,7 @@ class CudaModelRunner final : public ModelRunner {
   const std::vector<CudaStepProfile>& step_profiles() const;
 
  public:
-  struct Impl;       // public so the step helpers in the .cc can name it; defined there only
-  struct Attention;  // a step's attention work lists (TRITON_ATTN or FLASH_ATTN); defined in the .cc only
+  struct Impl;  // public so the step helpers in the .cc can name it; defined there only
 
  private:
   ModelConfig config_;
@@ -101,7 +90,7 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<Impl> impl_;
   // Runs the layers and the logits GEMM of the batch's rows into device memory (fp32); returns the rows.
   int run_to_logits(const ForwardBatch& batch);
-  void enqueue_step(int tokens, int seqs, int rows, const Attention& attention);
+  void enqueue_step(int tokens, int seqs, int rows, const std::vector<std::unique_ptr<AttentionRunner>>& runners);
   void capture_graph(int padded_batch);
 };
 

@@ -53,6 +53,7 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  bool bias_epilogue = false;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -94,6 +95,11 @@ struct GemmRunner::Impl {
   DeviceBuffer workspace;
   size_t workspace_bytes = 0;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  bool batch_invariant = false;
+  // Batch-invariant mode: the algorithm of each (n, k, type, bias), whatever m.
+  static constexpr int kInvariantM = 256;
+  std::map<std::tuple<int, int, int, bool>, cublasLtMatmulAlgo_t> invariant_algos;
+  cublasLtMatmulAlgo_t invariant_algo(const Plan& shape_of, int n, int k, cudaDataType_t t, const Preference& pref);
 
   const Plan& plan(int m, int n, int k, DType dtype, bool with_bias) {
     PlanKey key{m, n, k, dtype, with_bias};
@@ -107,6 +113,7 @@ struct GemmRunner::Impl {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    p->bias_epilogue = with_bias;
     if (with_bias) {
       const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
       PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
@@ -125,6 +132,17 @@ struct GemmRunner::Impl {
     Preference pref(workspace_bytes);
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int returned = 0;
+    if (batch_invariant) {
+      // One algorithm per (n, k) for every m: the heuristic's choice for kInvariantM rows, without split-K,
+      // so that a row's result does not depend on how many other rows the step has.
+      p->algo = invariant_algo(*p, n, k, t, pref);
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(handle, p->op, p->a, p->b, p->d, p->d, &p->algo, &check) != CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > workspace_bytes)
+        throw_runtime_error("gemm: the batch-invariant algorithm for n=", n, " k=", k, " does not take m=", m);
+      p->workspace = check.workspaceSize;
+      return *plans.emplace(key, std::move(p)).first->second;
+    }
     PAGODA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p->op, p->a, p->b, p->d, p->d, pref.pref, 8, results,
                                                        &returned));
     int chosen = -1;
@@ -138,6 +156,33 @@ struct GemmRunner::Impl {
     return *plans.emplace(key, std::move(p)).first->second;
   }
 };
+
+cublasLtMatmulAlgo_t GemmRunner::Impl::invariant_algo(const Plan& shape_of, int n, int k, cudaDataType_t t,
+                                                      const Preference& pref) {
+  const auto key = std::make_tuple(n, k, int(t), shape_of.bias_epilogue);
+  auto it = invariant_algos.find(key);
+  if (it != invariant_algos.end()) return it->second;
+  cublasLtMatrixLayout_t b = nullptr, d = nullptr;
+  PAGODA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, t, uint64_t(k), uint64_t(kInvariantM), int64_t(k)));
+  PAGODA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, t, uint64_t(n), uint64_t(kInvariantM), int64_t(n)));
+  cublasLtMatmulHeuristicResult_t results[8] = {};
+  int returned = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle, shape_of.op, shape_of.a, b, d, d, pref.pref, 8, results, &returned);
+  cublasLtMatrixLayoutDestroy(d);
+  cublasLtMatrixLayoutDestroy(b);
+  PAGODA_CUBLAS_CHECK(st);
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_bytes) continue;
+    cublasLtMatmulAlgo_t algo = results[i].algo;
+    int32_t splits = 1;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;
+    return invariant_algos.emplace(key, algo).first->second;
+  }
+  throw_runtime_error("gemm: cuBLASLt has no batch-invariant algorithm for n=", n, " k=", k);
+}
 
 GemmRunner::GemmRunner(size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
   PAGODA_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
@@ -156,6 +201,12 @@ void GemmRunner::prepare(int m, int n, int k, DType dtype, bool with_bias) {
 }
 
 size_t GemmRunner::cached_plans() const { return impl_->plans.size(); }
+
+void GemmRunner::set_batch_invariant(bool on) {
+  if (impl_->batch_invariant == on) return;
+  impl_->batch_invariant = on;
+  impl_->plans.clear();
+}
 
 void GemmRunner::run(const GemmParams& p, cudaStream_t stream) {
   if (p.m == 0) return;

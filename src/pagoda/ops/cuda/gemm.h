@@ -49,6 +49,9 @@ class GemmRunner {
   void prepare(int m, int n, int k, DType dtype, bool with_bias = false);
   // Enqueues the GEMM on `stream`.
   void run(const GemmParams& p, cudaStream_t stream);
+  // Batch invariance: one algorithm per (n, k, dtype, bias) for every m (cuBLASLt's choice for 256 rows,
+  // without split-K), so a row's result does not depend on the step's other rows. Clears the prepared plans.
+  void set_batch_invariant(bool on);
   // Number of prepared problems.
   size_t cached_plans() const;
 
