@@ -1,0 +1,92 @@
+// Declarations are true: every configuration a backend's declaration accepts (why_not empty, construction
+// checks passed) gets a runner from that backend, and a backend whose kernels are not in this binary says so
+// the same way to the selector and to make_runner().
+#include <gtest/gtest.h>
+
+#include "pagoda/attention/registry.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda {
+namespace {
+
+LayerShape shape_of(const SelectorConfig& c, KvLayout layout, int block_size) {
+  LayerShape s;
+  s.num_q_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = c.head_size;
+  s.dtype = c.dtype;
+  s.kv_dtype = kv_cache_element_dtype(c.kv_cache_dtype, c.dtype);
+  s.layout = layout;
+  s.block_size = block_size;
+  s.sliding_window = c.has_sliding_window ? 128 : 0;
+  s.causal = !c.use_non_causal;
+  return s;
+}
+
+TEST(AttentionRunner, EveryDeclaredConfigurationGetsARunner) {
+  const BackendRegistry registry = BackendRegistry::builtin(false);
+  int accepted = 0, runners = 0;
+  for (BackendName b : {BackendName::kTritonAttn, BackendName::kFlashAttn, BackendName::kCpuAttn}) {
+    const AttentionBackend& backend = registry.get(b);
+    for (ComputeCapability cc : {ComputeCapability{8, 0}, ComputeCapability{8, 9}, ComputeCapability{9, 0}})
+      for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32})
+        for (const char* kv : {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"})
+          for (int head : {32, 64, 80, 96, 128, 160, 256, 512})
+            for (bool window : {false, true})
+              for (bool non_causal : {false, true})
+                for (bool invariant : {false, true}) {
+                  SelectorConfig c;
+                  c.head_size = head;
+                  c.dtype = dtype;
+                  c.kv_cache_dtype = kv;
+                  c.has_sliding_window = window;
+                  c.use_non_causal = non_causal;
+                  c.use_batch_invariant = invariant;
+                  AttentionConfig ac;
+                  const bool cpu = b == BackendName::kCpuAttn;
+                  // CPU_ATTN is validated on the CPU only (spec §5.4): its runner computes in float32.
+                  if (cpu) c.dtype = DType::kF32;
+                  if (!cpu && !backend.why_not(c, {cc, &ac, invariant}).empty()) continue;
+                  ConstructionEnv env{cpu ? DeviceKind::kCpu : DeviceKind::kCuda, cc, "test device", &ac, invariant};
+                  try {
+                    backend.check_construction(c, env);
+                  } catch (const Error&) {
+                    continue;
+                  }
+                  ++accepted;
+                  if (!backend.kernels_built()) continue;
+                  RunnerOptions o;
+                  o.num_sms = 132;
+                  o.batch_invariant = invariant;
+                  o.flash_attn_version = cc.major == 9 ? 3 : 2;
+                  const KvLayout layout = backend.required_kv_layout(cc).value_or(KvLayout::kNHD);
+                  const LayerShape shape = shape_of(c, layout, 16);
+                  EXPECT_NO_THROW(backend.make_runner(shape, o))
+                      << backend_name_str(b) << " on " << cc.str() << ": " << c.repr() << " -> " << shape.str();
+                  ++runners;
+                }
+  }
+  EXPECT_GT(accepted, 100);
+  std::printf("[ runners ] %d declared configurations, %d runners built\n", accepted, runners);
+}
+
+TEST(AttentionRunner, NotBuiltIsOneError) {
+  const BackendRegistry registry = BackendRegistry::builtin(false);
+  for (BackendName b : {BackendName::kFlashInfer, BackendName::kFlexAttention, BackendName::kTurboQuant,
+                        BackendName::kTritonAttn, BackendName::kFlashAttn}) {
+    const AttentionBackend& backend = registry.get(b);
+    EXPECT_EQ(backend.kernels_built(), registry.built(b));
+    EXPECT_EQ(backend.kernels_built(), backend_kernels_built(b));
+    if (backend.kernels_built()) continue;
+    try {
+      backend.make_runner(LayerShape{}, RunnerOptions{});
+      ADD_FAILURE() << backend_name_str(b) << " made a runner without kernels";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not built in this binary"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(registry.get(BackendName::kCpuAttn).kernels_built());
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,76 @@
+// Layer groups: layers that chose different backends or have different shapes get runners of their own, and
+// the runner sees the layer's settings (the non-causal flag reaches the kernel).
+#include <gtest/gtest.h>
+
+#include "model_test_util.h"
+#include "pagoda/attention/registry.h"
+#include "pagoda/core/error.h"
+#include "pagoda/model/cpu_model_runner.h"
+#include "pagoda/model/load_model.h"
+
+namespace pagoda::test {
+namespace {
+
+TEST(AttentionGroups, GroupByBackendAndShape) {
+  ModelConfig c;
+  c.num_layers = 5;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.sliding_window = 4096;
+  c.layer_uses_sliding_window = {true, false, true, false, false};
+  const BackendRegistry r = BackendRegistry::builtin(true);
+  const auto triton = r.shared(BackendName::kTritonAttn), flash = r.shared(BackendName::kFlashAttn);
+  // Sliding-window layers on one backend, full layers on another: two groups.
+  auto groups = group_attention_layers(c, {triton, flash, triton, flash, flash}, DType::kBF16, DType::kBF16,
+                                       KvLayout::kNHD, 16, true, {});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].layers, (std::vector<int>{0, 2}));
+  EXPECT_EQ(groups[0].shape.sliding_window, 4096);
+  EXPECT_EQ(groups[0].backend, triton);
+  EXPECT_EQ(groups[1].layers, (std::vector<int>{1, 3, 4}));
+  EXPECT_EQ(groups[1].shape.sliding_window, 0);
+  // One backend, two shapes: still two groups; one backend and one shape: one.
+  EXPECT_EQ(group_attention_layers(c, std::vector(5, flash), DType::kBF16, DType::kBF16, KvLayout::kNHD, 16, true, {}).size(), 2u);
+  c.sliding_window = 0;
+  EXPECT_EQ(group_attention_layers(c, std::vector(5, flash), DType::kBF16, DType::kBF16, KvLayout::kNHD, 16, true, {}).size(), 1u);
+}
+
+// Prefill logits of token 0 with a later token changed: unchanged when causal, changed when not.
+TEST(AttentionGroups, NonCausalReachesTheKernel) {
+  LoadedModel model = load_model(data_dir() + "/models/stories260K/hf");
+  const KvCacheOptions cache{.num_blocks = 4, .block_size = 16};
+  auto first_row = [&](bool causal, int32_t third) {
+    auto groups = group_attention_layers(model.config,
+                                         std::vector(size_t(model.config.num_layers), cpu_attention_backend()),
+                                         DType::kF32, cache.dtype, KvLayout::kHND, cache.block_size, causal, {});
+    CpuModelRunner runner(model, cache, std::move(groups), 1);
+    ForwardBatch b;
+    b.token_ids = {1, 403, third, 87, 12};
+    b.query_start_loc = {0, 5};
+    b.seq_lens = {5};
+    b.block_tables = {0};
+    b.max_blocks_per_seq = 1;
+    b.logits_indices = {0};
+    return runner.forward(b);
+  };
+  EXPECT_EQ(first_row(true, 55), first_row(true, 301));
+  EXPECT_NE(first_row(false, 55), first_row(false, 301));
+  EXPECT_NE(first_row(false, 55), first_row(true, 55));
+}
+
+TEST(AttentionGroups, EveryLayerNeedsExactlyOneGroup) {
+  LoadedModel model = load_model(data_dir() + "/models/stories260K/hf");
+  const KvCacheOptions cache{.num_blocks = 4, .block_size = 16};
+  auto groups = group_attention_layers(model.config, std::vector(size_t(model.config.num_layers), cpu_attention_backend()),
+                                       DType::kF32, cache.dtype, KvLayout::kHND, cache.block_size, true, {});
+  groups[0].layers.pop_back();
+  EXPECT_THROW((CpuModelRunner{model, cache, groups, 1}), Error);
+  // A group whose cache dtype is not the cache's is refused with a message, not run.
+  groups = group_attention_layers(model.config, std::vector(size_t(model.config.num_layers), cpu_attention_backend()),
+                                  DType::kF32, DType::kBF16, KvLayout::kHND, cache.block_size, true, {});
+  EXPECT_THROW((CpuModelRunner{model, cache, groups, 1}), Error);
+}
+
+}  // namespace
+}  // namespace pagoda::test
