@@ -87,6 +87,9 @@ class AttentionBackend {
   virtual std::optional<KvLayout> required_kv_layout(ComputeCapability cc) const { return std::nullopt; }
   // Construction checks (§6.4): throws pagoda::Error (runtime) on failure.
   virtual void check_construction(const SelectorConfig& cfg, const ConstructionEnv& env) const {}
+  // What pagoda's kernels for this backend run beyond the declaration, which follows vLLM's rules (the spec)
+  // so that selection picks what vLLM picks; shown by `backends list`. Empty: the declaration is all.
+  virtual std::vector<std::string> beyond_selection(ComputeCapability cc) const { return {}; }
   // Whether this binary holds the backend's kernels: a backend that is not built is rejected by the
   // selector with `not built in this binary`, and make_runner() throws the same.
   virtual bool kernels_built() const { return false; }

@@ -335,6 +335,7 @@ int run_backends_list(const std::vector<std::string>& raw) {
     j["sliding_window"] = c.sliding_window;
     j["non_causal"] = c.non_causal;
     j["batch_invariant"] = c.batch_invariant;
+    j["beyond_selection"] = registry.get(b).beyond_selection(show_cc);
     all.push_back(j);
   }
   if (json) {
@@ -359,6 +360,8 @@ int run_backends_list(const std::vector<std::string>& raw) {
                 j["sinks"].get<bool>() ? "yes" : "no", j["per_head_quant_scales"].get<bool>() ? "yes" : "no",
                 j["sliding_window"].get<bool>() ? "yes" : "no", j["non_causal"].get<bool>() ? "yes" : "no",
                 j["batch_invariant"].get<bool>() ? "yes" : "no");
+    for (const auto& x : j["beyond_selection"]) std::printf("    pagoda's own, not used by selection: %s\n", x.get<std::string>().c_str());
+    if (!j["beyond_selection"].empty()) std::printf("\n");
   }
   return 0;
 }

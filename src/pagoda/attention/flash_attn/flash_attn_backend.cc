@@ -40,6 +40,12 @@ class FlashAttnBackend final : public AttentionBackend {
     return std::nullopt;
   }
 
+  std::vector<std::string> beyond_selection(ComputeCapability cc) const override {
+    if (cc.major == 9) return {};
+    return {"the FA2 kernels run fp8, fp8_e4m3 and fp8_e5m2 KV caches on this device too; selection follows "
+            "vLLM's rule (FP8 KV on FLASH_ATTN only with FA3 on SM 9.x)"};
+  }
+
 #ifdef PAGODA_BUILT_FLASH_ATTN
   bool kernels_built() const override { return true; }
   std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
