@@ -246,6 +246,26 @@ TEST(Engine, StepTimelineRecordsEveryModelStep) {
   EXPECT_EQ(decodes, 3 * 4);  // every generated token but each request's first is a decode
 }
 
+
+// generate()'s stats count that call alone: the second of two identical calls reports what one call did.
+TEST(Engine, GenerateStatsCountOneCall) {
+  EngineOptions o;
+  o.enable_prefix_caching = false;  // the second call computes its prompts again
+  Rig rig(64, 16, o);
+  const std::vector<GenerateRequest> reqs = {{golden_prompt(5), greedy(6)}, {golden_prompt(9, 2), greedy(3)}};
+  GenerateStats first, second;
+  rig.engine.generate(reqs, {}, &first);
+  rig.engine.generate(reqs, {}, &second);
+  for (const GenerateStats& s : {first, second}) {
+    EXPECT_EQ(s.prompt_tokens, 5 + 9);
+    EXPECT_EQ(s.generated_tokens, 6 + 3);
+    EXPECT_EQ(s.steps, 6);  // one step prefills both prompts and samples their first tokens, then 5 decodes
+    EXPECT_GT(s.prefill_seconds, 0);
+    EXPECT_GT(s.decode_seconds, 0);
+    EXPECT_GE(s.total_seconds, s.prefill_seconds + s.decode_seconds);
+  }
+  EXPECT_EQ(rig.engine.metrics().num_steps, 12);
+}
 // The reference models' float32 greedy continuations (Qwen3, Llama, Qwen2: GQA, q/k norm, biases), all four
 // prompts (1 to 200 tokens) in one batch: under a 7-token budget, and with a KV cache too small for all of them.
 TEST(Engine, ReferenceModelsBatchedWithChunkingAndPreemption) {

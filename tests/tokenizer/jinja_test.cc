@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "pagoda/core/error.h"
+#include "pagoda/jinja/eval.h"
+#include "pagoda/jinja/parser.h"
+#include "pagoda/jinja/value.h"
 #include "pagoda/tokenizer/chat_template.h"
-#include "pagoda/tokenizer/jinja_eval.h"
-#include "pagoda/tokenizer/jinja_parser.h"
-#include "pagoda/tokenizer/jinja_value.h"
 #include "test_data.h"
 
 namespace pagoda {

@@ -14,7 +14,6 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/engine/engine.h"
-#include "pagoda/engine/generator.h"
 #include "pagoda/engine/model_setup.h"
 #include "pagoda/platform/device.h"
 #ifdef PAGODA_WITH_CUDA_MODEL
@@ -75,27 +74,27 @@ int run_bench_latency(const std::vector<std::string>& raw) {
 
   std::mt19937 rng(uint32_t(args.model.seed));
   std::uniform_int_distribution<int> tok(0, cfg.vocab_size - 1);
-  std::vector<GenerationRequest> reqs(static_cast<size_t>(batch));
+  std::vector<GenerateRequest> reqs(static_cast<size_t>(batch));
   for (auto& r : reqs) {
     for (int i = 0; i < input_len; ++i) r.prompt_ids.push_back(tok(rng));
-    r.sampling.temperature = 0.0f;
-    r.max_tokens = output_len;
-    r.ignore_eos = true;
+    r.params.sampling.temperature = 0.0f;
+    r.params.max_tokens = output_len;
+    r.params.ignore_eos = true;
   }
-  GeneratorOptions go = engine_options_from_args(args, e.max_model_len);
-  go.enable_prefix_caching = false;  // repeated iterations reuse the prompts: no cache hits in the timing
-  Generator gen(*e.runner, std::nullopt, go);
-  std::vector<GenerationStats> runs;
+  EngineOptions eo = engine_options_from_args(args, e.max_model_len);
+  eo.enable_prefix_caching = false;  // repeated iterations reuse the prompts: no cache hits in the timing
+  Engine engine(*e.runner, std::nullopt, eo);
+  std::vector<GenerateStats> runs;
   for (int i = 0; i < warmup + iters; ++i) {
-    GenerationStats st;
-    gen.generate(reqs, nullptr, &st);
+    GenerateStats st;
+    engine.generate(reqs, {}, &st);
     if (i >= warmup) runs.push_back(st);
     std::fprintf(stderr, "\r%s %d/%d", i < warmup ? "warm-up" : "timed  ", i < warmup ? i + 1 : i - warmup + 1,
                  i < warmup ? warmup : iters);
   }
   std::fprintf(stderr, "\n");
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_seconds < b.total_seconds; });
-  const GenerationStats& med = runs[runs.size() / 2];
+  const GenerateStats& med = runs[runs.size() / 2];
   const double latency = med.total_seconds;
   const double out_tps = double(batch) * output_len / latency;
   const double tpot = med.decode_seconds / std::max(1, output_len - 1);  // seconds per decode step

@@ -11,7 +11,7 @@
 #include "pagoda/cli/commands.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
-#include "pagoda/engine/generator.h"
+#include "pagoda/engine/engine.h"
 #include "pagoda/engine/model_setup.h"
 
 namespace pagoda {
@@ -115,25 +115,26 @@ int run_generate(const std::vector<std::string>& raw) {
     if (!e.tokenizer) throw_config_error("this model has no tokenizer.json: give the prompt with --prompt-token-ids");
     for (int id : e.tokenizer->encode(prompt_text, true)) prompt_ids.push_back(int32_t(id));
   }
-  GenerationRequest req;
+  GenerateRequest req;
   req.prompt_ids = prompt_ids;
-  req.sampling = g.sampling;
-  req.max_tokens = g.max_tokens;
-  req.stop = g.stop;
-  req.ignore_eos = g.ignore_eos;
+  req.params.sampling = g.sampling;
+  req.params.max_tokens = g.max_tokens;
+  req.params.stop = g.stop;
+  req.params.ignore_eos = g.ignore_eos;
   if (!e.tokenizer && !g.stop.empty()) throw_config_error("--stop needs a tokenizer");
 
-  Generator gen(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
-  GenerationStats st;
+  Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
+  GenerateStats st;
   const bool stream = !g.output_json;
-  auto on_token = [&](size_t, int32_t token, const std::string& delta) {
+  // Streams the text as it comes, or the token ids without a tokenizer.
+  auto on_output = [&](size_t, const RequestOutput& o) {
     if (!stream) return;
-    if (e.tokenizer) std::fwrite(delta.data(), 1, delta.size(), stdout);
-    else if (token >= 0) std::printf("%d ", token);
+    if (e.tokenizer) std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
+    else for (int32_t token : o.new_token_ids) std::printf("%d ", token);
     std::fflush(stdout);
   };
-  auto outs = gen.generate({req}, on_token, &st);
-  const GenerationOutput& out = outs.front();
+  auto outs = engine.generate({req}, on_output, &st);
+  const GenerateResult& out = outs.front();
   if (g.output_json) {
     nlohmann::ordered_json j;
     j["prompt_token_ids"] = prompt_ids;
@@ -141,7 +142,7 @@ int run_generate(const std::vector<std::string>& raw) {
     j["text"] = out.text;
     if (g.logprobs > 0) {
       nlohmann::ordered_json lp = nlohmann::ordered_json::array();
-      for (const auto& s : out.samples) {
+      for (const auto& s : out.logprobs) {
         nlohmann::ordered_json pos = nlohmann::ordered_json::array();
         for (const auto& t : s.top) pos.push_back({{"token_id", t.id}, {"logprob", t.logprob}});
         lp.push_back(pos);

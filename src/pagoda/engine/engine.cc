@@ -353,7 +353,10 @@ EngineMetrics Engine::metrics() const {
 }
 
 std::vector<GenerateResult> Engine::generate(const std::vector<GenerateRequest>& requests,
-                                             const std::function<void(size_t, const RequestOutput&)>& on_output) {
+                                             const std::function<void(size_t, const RequestOutput&)>& on_output,
+                                             GenerateStats* stats) {
+  const Clock::time_point start = Clock::now();
+  const EngineMetrics before = metrics();
   for (size_t i = 0; i < requests.size(); ++i) {
     std::string why = validate(requests[i].prompt_ids, requests[i].params);
     if (!why.empty()) throw_runtime_error("request ", i, ": ", why);
@@ -383,6 +386,19 @@ std::vector<GenerateResult> Engine::generate(const std::vector<GenerateRequest>&
         --remaining;
       }
     }
+  }
+  if (stats) {
+    const EngineMetrics after = metrics();
+    GenerateStats st;
+    for (const GenerateResult& r : results) {
+      st.prompt_tokens += r.num_prompt_tokens;
+      st.generated_tokens += int64_t(r.token_ids.size());
+    }
+    st.prefill_seconds = after.prefill_seconds - before.prefill_seconds;
+    st.decode_seconds = after.decode_seconds - before.decode_seconds;
+    st.steps = after.num_steps - before.num_steps;
+    st.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    *stats = st;
   }
   return results;
 }

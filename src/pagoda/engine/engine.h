@@ -24,7 +24,8 @@
 #include <vector>
 
 #include "pagoda/config/engine_args.h"
-#include "pagoda/engine/request_output.h"
+#include "pagoda/core/ids.h"
+#include "pagoda/engine/request.h"
 #include "pagoda/model/cpu_model_runner.h"
 #include "pagoda/model/model_runner.h"
 #include "pagoda/scheduler/scheduler.h"
@@ -51,20 +52,35 @@ struct EngineStepTiming {
   double schedule_s = 0, build_s = 0, forward_s = 0, post_s = 0;
 };
 
-// A request of an offline batch, and what became of it.
-struct GenerateRequest {
-  std::vector<int32_t> prompt_ids;
-  RequestParams params;
+// A snapshot of the engine, for logs and Prometheus: gauges, then counters since the engine started.
+struct EngineMetrics {
+  int num_running = 0;
+  int num_waiting = 0;              // including requests added but not yet seen by step()
+  double kv_cache_usage = 0;        // fraction of KV blocks held by requests
+  int32_t num_kv_blocks = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache on admission
+  int64_t prefix_cache_hits = 0;     // of those, tokens found
+  int64_t prompt_tokens = 0;         // prompts of requests that produced their first token
+  int64_t generation_tokens = 0;
+  int64_t computed_tokens = 0;       // tokens run through the model (recomputation included, cache hits not)
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;             // steps that ran the model
+  int64_t finished_stop = 0, finished_length = 0, finished_abort = 0;
+  double prefill_seconds = 0;        // model time of steps with prompt (or recomputed) tokens
+  double decode_seconds = 0;         // model time of decode-only steps
+  double prefix_cache_hit_rate() const {
+    return prefix_cache_queries > 0 ? double(prefix_cache_hits) / double(prefix_cache_queries) : 0.0;
+  }
 };
-struct GenerateResult {
-  RequestId id = 0;
-  std::vector<int32_t> token_ids;
-  std::vector<SampleResult> logprobs;  // per generated token
-  std::string text;
-  FinishReason finish_reason = FinishReason::kLength;
-  int64_t num_prompt_tokens = 0;
-  int64_t num_cached_tokens = 0;
-  RequestMetrics metrics;
+
+// What one Engine::generate() call did: tokens of its requests, and the engine's time over the call.
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;  // model time of steps that processed prompt tokens
+  double decode_seconds = 0;   // model time of decode-only steps
+  double total_seconds = 0;    // wall time of the call
+  int64_t steps = 0;           // steps that ran the model
 };
 
 class Engine {
@@ -101,12 +117,13 @@ class Engine {
   void wake();
 
   // Runs `requests` to completion through step(), calling on_output(index, output) for each of their
-  // outputs; returns their results in order. Validates every request before adding any (throwing as
-  // add_request() does). Must not run while another thread loops on step(); outputs of other requests
-  // in the engine are dropped.
+  // outputs; returns their results in order, and what the call did in *stats when given. Validates every
+  // request before adding any (throwing as add_request() does). Must not run while another thread loops on
+  // step(); outputs of other requests in the engine are dropped.
   std::vector<GenerateResult> generate(
       const std::vector<GenerateRequest>& requests,
-      const std::function<void(size_t index, const RequestOutput& output)>& on_output = {});
+      const std::function<void(size_t index, const RequestOutput& output)>& on_output = {},
+      GenerateStats* stats = nullptr);
 
   EngineMetrics metrics() const;
   // Appends an EngineStepTiming for every step that runs the model to *timeline (nullptr: stop); step thread.

@@ -13,11 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pagoda/core/ids.h"
 #include "pagoda/kv_cache/block_pool.h"
 
 namespace pagoda {
-
-using RequestId = uint64_t;
 
 // The cached full blocks that start a token sequence.
 struct PrefixMatch {

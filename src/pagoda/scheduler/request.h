@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "pagoda/kv_cache/kv_cache_manager.h"
+#include "pagoda/core/ids.h"
 
 namespace pagoda {
 

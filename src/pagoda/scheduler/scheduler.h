@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pagoda/core/ids.h"
 #include "pagoda/kv_cache/kv_cache_manager.h"
 #include "pagoda/scheduler/request.h"
 

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pagoda/core/ids.h"
 #include "pagoda/engine/engine.h"
 
 namespace pagoda {

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "pagoda/engine/request_output.h"
+#include "pagoda/engine/request.h"
 #include "pagoda/tokenizer/chat_template.h"
 #include "pagoda/tokenizer/tokenizer.h"
 

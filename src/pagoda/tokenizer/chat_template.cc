@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
-#include "pagoda/tokenizer/jinja_eval.h"
-#include "pagoda/tokenizer/jinja_parser.h"
-#include "pagoda/tokenizer/jinja_value.h"
+#include "pagoda/jinja/eval.h"
+#include "pagoda/jinja/parser.h"
+#include "pagoda/jinja/value.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda {

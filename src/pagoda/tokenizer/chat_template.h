@@ -2,14 +2,14 @@
 // tokenizer_config.json, as Hugging Face's apply_chat_template does (jinja2 with trim_blocks and
 // lstrip_blocks, tojson = json.dumps(ensure_ascii=False), raise_exception, strftime_now).
 //
-// pagoda carries its own Jinja subset (jinja_*.h): enough for the real templates of Qwen2.5, Qwen3
+// pagoda carries its own Jinja subset (pagoda/jinja/): enough for the real templates of Qwen2.5, Qwen3
 // (thinking, tools, reasoning_content, tool calls and responses), Llama 3.1 (tools, date_string, ipython
-// role) and Mistral-style templates; jinja_parser.h and jinja_builtins.h list what it supports. Checked
+// role) and Mistral-style templates; jinja/parser.h and jinja/builtins.h list what it supports. Checked
 // against jinja2 3.1.6: the 24 golden renderings of chat-template-cases.json byte for byte, and (during
 // development) thousands of random conversations through the real templates. Differences from jinja2:
 //  * x.y / x[i] of an undefined x is undefined, not an error (a misspelt variable renders as "").
 //  * Not supported: include/import/extends/block/call/filter/with/do tags, recursive loops, *args and
-//    **kwargs, `%` string formatting and str.format, filters and methods not listed in jinja_builtins.h.
+//    **kwargs, `%` string formatting and str.format, filters and methods not listed in jinja/builtins.h.
 //  * Integers are 64-bit (Python's are unbounded; an overflow becomes a float); dict keys are strings.
 //
 // Inputs are JSON. Use nlohmann::ordered_json so that objects keep their key order: tojson writes keys in
@@ -18,39 +18,17 @@
 // with its keys sorted.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
-#include "pagoda/core/json_depth.h"
+#include "pagoda/jinja/render_limits.h"
 
 namespace pagoda {
 
-// Bounds on one rendering, for templates and inputs that come from users (a template file, messages,
-// tools, chat_template_kwargs). Past one, rendering stops with pagoda::Error (kRuntime) naming it. The
-// defaults are far above what real templates need (a long conversation through Qwen3's or Llama 3.1's
-// template takes a few thousand steps) and keep a hostile one to about a second and tens of MiB.
-struct RenderLimits {
-  // Work: a step per statement and expression, four per loop iteration, one per 16 bytes of each string
-  // the renderer builds, copies or writes out, one per 8 items of each list or dict an expression gives,
-  // and one per 64 nodes (or 1 KiB of strings) of each list or dict an operation walks (compares, prints,
-  // sorts, iterates).
-  int64_t max_steps = 10'000'000;
-  // The rendered text, and each string or list built on the way ('x' * n, a join, a list concatenation).
-  size_t max_output_bytes = size_t{16} << 20;
-  // Nesting of the JSON arrays and objects in messages, tools and kwargs (capped at 256 levels).
-  int max_input_depth = kMaxJsonDepth;
-  // Wall-clock limit from the start of the rendering; zero means none.
-  std::chrono::steady_clock::duration timeout{0};
-  // When set (by any thread) the rendering stops within about a thousand steps: "rendering cancelled".
-  // May be null; otherwise it must outlive the call.
-  const std::atomic<bool>* cancel = nullptr;
-};
+// Bounds on one rendering (defined with the Jinja engine, which enforces them).
+using RenderLimits = jinja::RenderLimits;
 
 class Tokenizer;
 namespace jinja {

@@ -1,6 +1,6 @@
-// Values of pagoda's Jinja subset (internal to pagoda_tokenizer): the Python objects a chat template sees
-// (None, bool, int, float, str, list, dict, namespace(), callables) plus Jinja's Undefined, with Python's
-// semantics for truth, str(), repr(), ==, < and json.dumps.
+// Values of pagoda's Jinja subset: the Python objects a chat template sees (None, bool, int, float, str,
+// list, dict, namespace(), callables) plus Jinja's Undefined, with Python's semantics for truth, str(),
+// repr(), ==, < and json.dumps.
 //
 // Lists and dicts are immutable and shared by copies, as in Hugging Face's ImmutableSandboxedEnvironment;
 // a namespace() is the only mutable object. Dicts keep insertion order (Python's), which tojson shows.

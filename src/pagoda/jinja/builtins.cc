@@ -1,4 +1,4 @@
-#include "pagoda/tokenizer/jinja_builtins.h"
+#include "pagoda/jinja/builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_strings.h"
+#include "pagoda/jinja/strings.h"
 
 namespace pagoda::jinja {
 namespace {

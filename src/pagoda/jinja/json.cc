@@ -1,15 +1,13 @@
-// JSON in and out of pagoda's Jinja values (declared in jinja_value.h): Value::from_json for the template's
+// JSON in and out of pagoda's Jinja values (declared in value.h): Value::from_json for the template's
 // inputs, json_dumps for tojson (Python's json.dumps).
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_value.h"
-#include "pagoda/tokenizer/unicode.h"
+#include "pagoda/core/utf8.h"
+#include "pagoda/jinja/value.h"
 
 namespace pagoda::jinja {
-
-using tokenizer_detail::utf8_decode;
 
 namespace {
 

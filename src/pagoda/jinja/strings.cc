@@ -1,10 +1,10 @@
-#include "pagoda/tokenizer/jinja_strings.h"
+#include "pagoda/jinja/strings.h"
 
 #include <utf8proc.h>
 
 #include <algorithm>
 
-#include "pagoda/tokenizer/jinja_value.h"
+#include "pagoda/jinja/value.h"
 
 namespace pagoda::jinja {
 namespace {

@@ -1,10 +1,10 @@
-#include "pagoda/tokenizer/jinja_operators.h"
+#include "pagoda/jinja/operators.h"
 
 #include <cmath>
 #include <string>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_builtins.h"
+#include "pagoda/jinja/builtins.h"
 
 namespace pagoda::jinja {
 namespace {

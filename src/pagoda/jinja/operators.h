@@ -1,4 +1,4 @@
-// Python's operators on the values of pagoda's Jinja subset (internal to pagoda_tokenizer): arithmetic,
+// Python's operators on the values of pagoda's Jinja subset (internal to pagoda_jinja): arithmetic,
 // repetition and concatenation, comparisons, and range().
 //
 // Integers are int64. Where Python's unbounded int would leave that range (+ - * ** of ints, unary minus
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "pagoda/tokenizer/jinja_ast.h"
+#include "pagoda/jinja/ast.h"
 
 namespace pagoda::jinja {
 

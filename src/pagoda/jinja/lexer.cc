@@ -1,12 +1,12 @@
-#include "pagoda/tokenizer/jinja_lexer.h"
+#include "pagoda/jinja/lexer.h"
 
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 
 #include "pagoda/core/error.h"
-#include "pagoda/tokenizer/jinja_value.h"
-#include "pagoda/tokenizer/unicode.h"
+#include "pagoda/core/utf8.h"
+#include "pagoda/jinja/value.h"
 
 namespace pagoda::jinja {
 
@@ -15,9 +15,6 @@ void throw_syntax_error(int line, const std::string& what) {
 }
 
 namespace {
-
-using tokenizer_detail::utf8_append;
-using tokenizer_detail::utf8_decode;
 
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }

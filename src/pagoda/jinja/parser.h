@@ -1,5 +1,5 @@
-// Parser of pagoda's Jinja subset (internal to pagoda_tokenizer): tokens -> syntax tree, with Jinja2's
-// operator precedence (filters and tests bind tighter than arithmetic: `xs|length - 1` is (xs|length) - 1).
+// Parser of pagoda's Jinja subset: tokens -> syntax tree, with Jinja2's operator precedence (filters and
+// tests bind tighter than arithmetic: `xs|length - 1` is (xs|length) - 1).
 //
 // Statements: if/elif/else, for (tuple targets, `if` filter, else), set (names, tuples, namespace
 // attributes, block form), macro, break/continue, and Hugging Face's generation block (rendered as its
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string_view>
 
-#include "pagoda/tokenizer/jinja_ast.h"
+#include "pagoda/jinja/ast.h"
 
 namespace pagoda::jinja {
 

@@ -1,5 +1,6 @@
-// What goes into the engine with a request and what comes out of each step: per-request parameters,
-// streamed outputs (new token ids, text delta, logprobs, finish), per-request latencies and engine metrics.
+// The request side of the engine: what goes in with a request (prompt ids, RequestParams with the
+// sampling parameters) and what comes out (a RequestOutput per step, streamed; a GenerateResult per request
+// of an offline batch), with per-request latencies. Engine-wide types (options, metrics) are in engine.h.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "pagoda/kv_cache/kv_cache_manager.h"
+#include "pagoda/core/ids.h"
 #include "pagoda/ops/sample.h"
 
 namespace pagoda {
@@ -59,25 +60,20 @@ struct RequestOutput {
   std::optional<RequestMetrics> metrics;  // on the finished output
 };
 
-// A snapshot of the engine, for logs and Prometheus: gauges, then counters since the engine started.
-struct EngineMetrics {
-  int num_running = 0;
-  int num_waiting = 0;              // including requests added but not yet seen by step()
-  double kv_cache_usage = 0;        // fraction of KV blocks held by requests
-  int32_t num_kv_blocks = 0;
-  int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache on admission
-  int64_t prefix_cache_hits = 0;     // of those, tokens found
-  int64_t prompt_tokens = 0;         // prompts of requests that produced their first token
-  int64_t generation_tokens = 0;
-  int64_t computed_tokens = 0;       // tokens run through the model (recomputation included, cache hits not)
-  int64_t num_preemptions = 0;
-  int64_t num_steps = 0;             // steps that ran the model
-  int64_t finished_stop = 0, finished_length = 0, finished_abort = 0;
-  double prefill_seconds = 0;        // model time of steps with prompt (or recomputed) tokens
-  double decode_seconds = 0;         // model time of decode-only steps
-  double prefix_cache_hit_rate() const {
-    return prefix_cache_queries > 0 ? double(prefix_cache_hits) / double(prefix_cache_queries) : 0.0;
-  }
+// A request of an offline batch (Engine::generate()), and what became of it.
+struct GenerateRequest {
+  std::vector<int32_t> prompt_ids;
+  RequestParams params;
+};
+struct GenerateResult {
+  RequestId id = 0;
+  std::vector<int32_t> token_ids;
+  std::vector<SampleResult> logprobs;  // per generated token
+  std::string text;
+  FinishReason finish_reason = FinishReason::kLength;
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;
+  RequestMetrics metrics;
 };
 
 }  // namespace pagoda

@@ -1,4 +1,4 @@
-#include "pagoda/tokenizer/jinja_eval.h"
+#include "pagoda/jinja/eval.h"
 
 #include <chrono>
 #include <ctime>
@@ -8,8 +8,8 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_builtins.h"
-#include "pagoda/tokenizer/jinja_operators.h"
+#include "pagoda/jinja/builtins.h"
+#include "pagoda/jinja/operators.h"
 
 namespace pagoda::jinja {
 namespace {

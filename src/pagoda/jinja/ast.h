@@ -1,5 +1,5 @@
-// Syntax tree of pagoda's Jinja subset (internal to pagoda_tokenizer), built by jinja_parser.cc and
-// walked by jinja_eval.cc. Every node carries the template line it starts on, for error messages.
+// Syntax tree of pagoda's Jinja subset, built by parser.cc and walked by eval.cc. Every node carries the
+// template line it starts on, for error messages.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "pagoda/tokenizer/jinja_value.h"
+#include "pagoda/jinja/value.h"
 
 namespace pagoda::jinja {
 

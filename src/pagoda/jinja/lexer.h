@@ -1,4 +1,4 @@
-// Lexer of pagoda's Jinja subset (internal to pagoda_tokenizer): template source -> tokens.
+// Lexer of pagoda's Jinja subset (internal to pagoda_jinja): template source -> tokens.
 //
 // Text between tags becomes kText tokens with Jinja2's whitespace rules already applied, as Hugging Face
 // configures them (trim_blocks and lstrip_blocks on):

@@ -1,11 +1,11 @@
-#include "pagoda/tokenizer/jinja_parser.h"
+#include "pagoda/jinja/parser.h"
 
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_lexer.h"
+#include "pagoda/jinja/lexer.h"
 
 namespace pagoda::jinja {
 namespace {

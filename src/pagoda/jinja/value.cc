@@ -1,17 +1,14 @@
-#include "pagoda/tokenizer/jinja_value.h"
+#include "pagoda/jinja/value.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_strings.h"
-#include "pagoda/tokenizer/unicode.h"
+#include "pagoda/core/utf8.h"
+#include "pagoda/jinja/strings.h"
 
 namespace pagoda::jinja {
-
-using tokenizer_detail::utf8_append;
-using tokenizer_detail::utf8_decode;
 
 void check_string_size(size_t bytes) {
   if (bytes > kMaxStringBytes) throw RenderError(str_cat("string longer than ", kMaxStringBytes, " bytes"));

@@ -1,11 +1,11 @@
 // Item access, iteration, `in` and the str/dict methods of pagoda's Jinja subset (declared in
-// jinja_builtins.h).
+// builtins.h).
 #include <algorithm>
 #include <optional>
 
 #include "pagoda/core/strings.h"
-#include "pagoda/tokenizer/jinja_builtins.h"
-#include "pagoda/tokenizer/jinja_strings.h"
+#include "pagoda/jinja/builtins.h"
+#include "pagoda/jinja/strings.h"
 
 namespace pagoda::jinja {
 namespace {

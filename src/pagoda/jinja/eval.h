@@ -1,8 +1,8 @@
-// Renderer of pagoda's Jinja subset (internal to pagoda_tokenizer): walks a parsed template with a set of
-// global variables, with Jinja2's scoping (a for-loop iteration and a macro call have their own scope;
-// `set` in an if body sets the enclosing scope; namespace() attributes are shared) and Jinja2's default
-// Undefined, made lenient on attribute access: a missing variable renders as "" and is falsy, iterating
-// it gives nothing, x.y of an undefined x is undefined; arithmetic on it, calling it or tojson of it fails.
+// Renderer of pagoda's Jinja subset: walks a parsed template with a set of global variables, with Jinja2's
+// scoping (a for-loop iteration and a macro call have their own scope; `set` in an if body sets the
+// enclosing scope; namespace() attributes are shared) and Jinja2's default Undefined, made lenient on
+// attribute access: a missing variable renders as "" and is falsy, iterating it gives nothing, x.y of an
+// undefined x is undefined; arithmetic on it, calling it or tojson of it fails.
 //
 // Globals always present: namespace(), range(), dict(), raise_exception(msg) (throws pagoda::Error with
 // msg as its message) and strftime_now(format) (local time). `loop` in a for body has index, index0,
@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "pagoda/tokenizer/chat_template.h"
-#include "pagoda/tokenizer/jinja_ast.h"
+#include "pagoda/jinja/ast.h"
+#include "pagoda/jinja/render_limits.h"
 
 namespace pagoda::jinja {
 

@@ -1,4 +1,4 @@
-#include "pagoda/tokenizer/jinja_ast.h"
+#include "pagoda/jinja/ast.h"
 
 #include <algorithm>
 

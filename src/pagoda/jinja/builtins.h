@@ -1,4 +1,4 @@
-// Filters, tests, methods and item access of pagoda's Jinja subset (internal to pagoda_tokenizer), with
+// Filters, tests, methods and item access of pagoda's Jinja subset (internal to pagoda_jinja), with
 // Jinja2's and Python's semantics. All throw RenderError for bad arguments or types.
 //
 // Filters: abs capitalize count d default dictsort e escape first float indent int items join last length
@@ -13,7 +13,7 @@
 
 #include <string_view>
 
-#include "pagoda/tokenizer/jinja_value.h"
+#include "pagoda/jinja/value.h"
 
 namespace pagoda::jinja {
 

@@ -1,4 +1,4 @@
-// Python str methods on UTF-8 text, for pagoda's Jinja subset (internal to pagoda_tokenizer). Character
+// Python str methods on UTF-8 text, for pagoda's Jinja subset (internal to pagoda_jinja). Character
 // positions and counts are in code points, as Python's.
 #pragma once
 
