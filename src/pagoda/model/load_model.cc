@@ -86,6 +86,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   }
   auto ck = SafetensorsCheckpoint::open(path);
   m.weights = std::make_shared<const ModelWeights>(load_model_weights(m.config, ck, opt.dtype));
+  m.kv_scales = load_kv_scales(m.config, *ck, opt.kv_cache_fp8);
   return m;
 }
 

@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pagoda/core/dtype.h"
+#include "pagoda/model/kv_scales.h"
 #include "pagoda/model/model_config.h"
 #include "pagoda/model/model_weights.h"
 
@@ -22,11 +24,17 @@ struct LoadOptions {
   // Random weights are made by the runner where they live (GPU runners fill device memory directly, which
   // a multi-gigabyte dummy model needs); LoadedModel::weights stays null.
   bool defer_random_weights = false;
+  // The KV cache stores fp8, so the checkpoint's KV-cache scales will be used: log what was loaded and warn
+  // where a layer falls back to 1.0. The scales are read and checked either way.
+  bool kv_cache_fp8 = false;
 };
 
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<const ModelWeights> weights;
+  // FP8 KV-cache scales, [num_layers] when the checkpoint declares or holds them (see load_kv_scales), else
+  // empty: always empty for random weights.
+  std::vector<KvScales> kv_scales;
 };
 
 // Name of the built-in model: a small Qwen3-shaped config with random weights (no files needed).
@@ -43,8 +51,8 @@ ModelConfig dummy_llama3_8b_config();
 // The config of a built-in model name (dummy:tiny, dummy:llama3-8b), or nullopt.
 std::optional<ModelConfig> builtin_model_config(const std::string& name);
 
-// `path`: a model folder, or kDummyTinyModel. Throws pagoda::Error (see parse_model_config and
-// load_model_weights for which).
+// `path`: a model folder, or kDummyTinyModel. Throws pagoda::Error (see parse_model_config,
+// load_model_weights and load_kv_scales for which).
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
 
 // "auto", "safetensors", "dummy" (case-sensitive, as the CLI's --load-format); config error otherwise.
