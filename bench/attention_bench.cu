@@ -29,7 +29,7 @@
 // between runs (long prefills) can be compared by their median over passes taken in one call.
 // --cooldown MS: the GPU idles MS milliseconds before each (backend, shape), so that every shape starts from
 // the same clocks: the H200 runs long prefills power-limited, and a shape timed right after them meets lowered
-// clocks (1 x 4096 prefill: 0.28 ms alone, 0.35 ms inside a sweep; docs/benchmarks.md, FLASH_ATTN run 6).
+// clocks (docs/attention-kernels.md, "Benchmarking and profiling the kernels").
 // attention_peers.py --cooldown likewise.
 // --layout hnd: the paged cache as [block][KV head][token][K|V] instead of [block][token][KV head][K|V] (NHD,
 // the default and vLLM's), for A/B runs of how the decode kernel's DRAM efficiency depends on the runs it

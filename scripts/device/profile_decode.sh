@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (tool `device`): Nsight Compute on the decode attention kernels of one step per
-# shape, bf16 and fp8 KV, so the question "what bounds the decode loop" (docs/flash-attn-notes.md, open
-# leads) is answered by stall reasons rather than guesses. Full reports go to $OUT/ncu.tgz; stdout gets
+# shape, bf16 and fp8 KV, so that "what bounds the decode loop" (docs/attention-kernels.md) is answered by
+# stall reasons rather than guesses. Full reports go to $OUT/ncu.tgz; stdout gets
 # one summary block per (shape, kv): duration, DRAM throughput, issue activity, occupancy and the largest
 # warp stall reasons (cycles per issued instruction).
 # Usage there: bash scripts/device/profile_decode.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 16x4k, 1x32k)

@@ -2,9 +2,9 @@
 # Runs on the GPU machine (tool `device`): Nsight Compute on one decode step of pagoda (TRITON_ATTN's decode
 # kernels, which FLASH_ATTN runs too) and of PyTorch SDPA with the cuDNN backend on the same shape, with the
 # DRAM and L2 counters side by side, at the GPU's own clocks (`--clock-control none`). The question it answers
-# (docs/flash-attn-notes.md, plan of the seventh session, item 1): cuDNN streams 2-3% faster at large decode
-# batches in the cold-clean timing -- is that DRAM efficiency (pagoda reads 512-byte K|V runs of one KV head
-# from NHD pages; cuDNN reads contiguous K and V), bytes moved, or the step's fixed cost?
+# (docs/attention-kernels.md, "What limits decode now"): where cuDNN streams faster at a decode shape, is that
+# DRAM efficiency (pagoda reads K|V runs of one KV head from paged blocks; cuDNN reads contiguous K and V),
+# bytes moved, or the step's fixed cost?
 # Usage there: bash scripts/device/profile_decode_dram.sh BUNDLE_DIR ["BATCH CTX" ...]   (default: 128x4k, 16x4k, 1x32k)
 #   BENCH_ARGS="--layout hnd" passes extra options to attention_bench (pagoda's side only); CUDNN=0 skips cuDNN.
 # Output: one block per (shape, library): each kernel's duration, DRAM bytes read / written, DRAM throughput
