@@ -165,9 +165,8 @@ TEST(GenerateCli, KvCacheSchemeWithoutLoadedScalesWarns) {
   auto r = run_pagoda("generate --model " + dir.string() + " --prompt-token-ids 1,2,3 --temperature 0 --max-tokens 4");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, testing::HasSubstr("kv_cache_dtype=fp8"));
-  EXPECT_THAT(r.err, testing::HasSubstr("KV-cache quantization scheme (strategy 'attn_head'), but pagoda does not "
-                                        "load KV-cache scales from checkpoints yet: every layer uses k_scale = "
-                                        "v_scale = 1.0 (the per-head scales are not applied)."));
+  EXPECT_THAT(r.err, testing::HasSubstr("holds no KV-cache scales (model.layers.{i}.self_attn.k_scale / v_scale): "
+                                        "every layer uses k_scale = v_scale = 1.0, as vLLM does"));
   r = run_pagoda("generate --model " + dir.string() + " --kv-cache-dtype bfloat16 --prompt-token-ids 1,2,3 --max-tokens 1");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, testing::Not(testing::HasSubstr("KV-cache scales")));

@@ -59,6 +59,36 @@ TEST(AttentionGroups, NonCausalReachesTheKernel) {
   EXPECT_NE(first_row(false, 55), first_row(true, 55));
 }
 
+// An fp8 cache's per-layer scales reach the kernels: a scale that saturates the cache changes the logits, a
+// power of two (exact in fp8) keeps them within fp8 rounding of scale 1.
+TEST(AttentionGroups, LayerKvScalesReachTheKernels) {
+  LoadedModel model = load_model(data_dir() + "/reference/llama-tiny");
+  auto logits = [&](float k_scale, float v_scale) {
+    KvCacheOptions cache{.num_blocks = 4, .block_size = 16, .dtype = DType::kF8E4M3};
+    cache.layer_scales.assign(size_t(model.config.num_layers), KvScales{});
+    cache.layer_scales[1].k = k_scale;
+    cache.layer_scales[1].v = v_scale;
+    CpuModelRunner runner(model, cache, 1);
+    ForwardBatch b;
+    b.token_ids = {1, 403, 55, 87, 12, 9, 300};
+    b.query_start_loc = {0, 7};
+    b.seq_lens = {7};
+    b.block_tables = {0};
+    b.max_blocks_per_seq = 1;
+    b.logits_indices = {6};
+    return runner.forward(b);
+  };
+  const auto base = logits(1, 1);
+  auto max_diff = [&](const std::vector<float>& x) {
+    float d = 0;
+    for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - base[i]));
+    return d;
+  };
+  EXPECT_GT(max_diff(logits(1e-4f, 1)), 0.05f);  // k / 1e-4 saturates e4m3 (448)
+  EXPECT_GT(max_diff(logits(1, 1e-4f)), 0.05f);
+  EXPECT_LT(max_diff(logits(4, 0.25f)), 0.05f);  // exact powers of two: the same values up to fp8 rounding
+}
+
 TEST(AttentionGroups, EveryLayerNeedsExactlyOneGroup) {
   LoadedModel model = load_model(data_dir() + "/models/stories260K/hf");
   const KvCacheOptions cache{.num_blocks = 4, .block_size = 16};

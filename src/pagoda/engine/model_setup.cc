@@ -131,12 +131,6 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
 
   ResolvedAttentionSettings s = resolve_attention_settings(v, e.device.kind);
   e.kv_cache_dtype = effective_kv_cache_dtype(s.kv_cache_dtype, cfg.has_kv_cache_scheme);
-  if (cfg.has_kv_cache_scheme && starts_with(e.kv_cache_dtype, "fp8"))
-    PAGODA_LOG_WARNING("The checkpoint declares a KV-cache quantization scheme (strategy '",
-                       cfg.kv_cache_scheme_strategy.value_or("unspecified"),
-                       "'), but pagoda does not load KV-cache scales from checkpoints yet: every layer uses "
-                       "k_scale = v_scale = 1.0", cfg.kv_cache_scheme_strategy.value_or("") == "attn_head"
-                       ? " (the per-head scales are not applied)" : "", ".");
   PAGODA_LOG_INFO("Initializing engine: model=", dummy_model ? e.model_name : e.model_dir,
                   ", architecture=", cfg.architecture_name, ", dtype=", dtype_name(e.model_dtype),
                   ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
@@ -167,6 +161,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   lo.load_format = parse_load_format(args.model.load_format);
   if (v.dtype != DTypeChoice::kAuto || cuda) lo.dtype = e.model_dtype;
   lo.seed = uint64_t(args.model.seed);
+  lo.kv_cache_fp8 = starts_with(e.kv_cache_dtype, "fp8");
   lo.defer_random_weights = cuda && (dummy_model || lo.load_format == LoadFormat::kDummy);
   e.model = load_model(dummy_model ? e.model_name : e.model_dir, lo);
 
@@ -189,6 +184,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
                                           e.attention.block_size, causal, ro);
     co.dtype = e.model_dtype;
     co.kv_dtype = kv_dtype;
+    if (dtype_is_fp8(kv_dtype)) co.layer_kv_scales = e.model.kv_scales;
     co.block_size = e.attention.block_size;
     co.layout = e.attention.kv_layout;
     co.gpu_memory_utilization = args.cache.gpu_memory_utilization;
@@ -212,6 +208,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
     // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
     kv.dtype = kv_dtype;
+    if (dtype_is_fp8(kv_dtype)) kv.layer_scales = e.model.kv_scales;
     if (!args.cache.num_gpu_blocks_override && !(args.cache.kv_cache_space_gib > 0))
       throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
     KvCacheSizing sizing;

@@ -225,9 +225,8 @@ void CpuModelRunner::layer(int l, const ForwardBatch& b, int64_t T) {
   ap.block_table_stride = b.max_blocks_per_seq;
   ap.num_tokens = int(T);
   ap.num_seqs = b.num_seqs();
-  const KvScales scales = cache_.scales(l);
-  ap.k_scale = scales.k;
-  ap.v_scale = scales.v;
+  ap.k_scale = cache_.layer_k_scale(l);
+  ap.v_scale = cache_.layer_v_scale(l);
   runners_[size_t(layer_group_[size_t(l)])]->run(ap, nullptr);
 
   linear(attn_.data(), Q, lw.o, lw.o_bias, tmp_.data(), H, T, &pool_);

@@ -10,6 +10,7 @@
 
 #include "pagoda/attention/backend.h"
 #include "pagoda/core/dtype.h"
+#include "pagoda/model/kv_scales.h"
 #include "pagoda/model/model_config.h"
 
 namespace pagoda {
@@ -30,21 +31,17 @@ struct ForwardBatch {
   int num_tokens() const { return int(token_ids.size()); }
 };
 
-// Per-layer scales of an fp8 KV cache: stored value = x / scale.
-struct KvScales {
-  float k = 1.0f, v = 1.0f;
-};
-
 struct KvCacheOptions {
   int64_t num_blocks = 0;
   int block_size = 128;          // CPU_ATTN default; any positive size works on the CPU
   DType dtype = DType::kF32;     // kF32, kBF16, kF16, kF8E4M3, kF8E5M2
-  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 caches: every layer's, unless layer_scales has the layer
-  std::vector<KvScales> layer_scales;    // [num_layers] from the checkpoint, or empty
+  // fp8 caches: stored value = x / scale. Every layer's, unless layer_scales has the layer (the checkpoint's;
+  // the kernels take one scale per layer: a per-head checkpoint's largest, as vLLM does for such kernels).
+  float k_scale = 1.0f, v_scale = 1.0f;
+  std::vector<KvScales> layer_scales;  // [num_layers] or empty
 
-  KvScales scales(int layer) const {
-    return size_t(layer) < layer_scales.size() ? layer_scales[size_t(layer)] : KvScales{k_scale, v_scale};
-  }
+  float layer_k_scale(int layer) const { return size_t(layer) < layer_scales.size() ? layer_scales[size_t(layer)].k : k_scale; }
+  float layer_v_scale(int layer) const { return size_t(layer) < layer_scales.size() ? layer_scales[size_t(layer)].v : v_scale; }
 };
 
 // Layers that share one attention runner: the backend the selector chose for them and their shape. A model

@@ -255,13 +255,11 @@ void allocate_kv_cache(CudaModelRunner::Impl& m, KvCacheOptions& cache) {
   cache.num_blocks = blocks;
   cache.block_size = m.opt.block_size;
   cache.dtype = m.opt.kv_dtype;
-  cache.k_scale = m.opt.kv_scales.k;
-  cache.v_scale = m.opt.kv_scales.v;
   cache.layer_scales = m.opt.layer_kv_scales;
   std::vector<float> ks(size_t(c.num_layers)), vs(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
-    ks[size_t(l)] = cache.scales(l).k;
-    vs[size_t(l)] = cache.scales(l).v;
+    ks[size_t(l)] = cache.layer_k_scale(l);
+    vs[size_t(l)] = cache.layer_v_scale(l);
   }
   m.kscale = DeviceBuffer(ks.size() * 4);
   m.vscale = DeviceBuffer(vs.size() * 4);
@@ -438,9 +436,8 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     ap.block_table_stride = m.max_blocks_cap;  // block tables are uploaded with this row stride
     ap.num_tokens = T;
     ap.num_seqs = S;
-    const KvScales scales = cache_.scales(l);
-    ap.k_scale = scales.k;
-    ap.v_scale = scales.v;
+    ap.k_scale = cache_.layer_k_scale(l);
+    ap.v_scale = cache_.layer_v_scale(l);
     runners[size_t(m.layer_group[size_t(l)])]->run(ap, m.stream);
     mark(StepOp::kAttention);
     m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);

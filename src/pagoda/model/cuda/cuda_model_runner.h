@@ -22,8 +22,7 @@ namespace pagoda {
 struct CudaRunnerOptions {
   DType dtype = DType::kBF16;          // compute dtype: kBF16, kF16 or kF32
   DType kv_dtype = DType::kBF16;       // == dtype, or kF8E4M3 / kF8E5M2
-  KvScales kv_scales;                  // fp8 caches: every layer's, unless layer_kv_scales has it
-  std::vector<KvScales> layer_kv_scales;  // [num_layers] from the checkpoint, or empty
+  std::vector<KvScales> layer_kv_scales;  // fp8 caches: [num_layers] from the checkpoint, or empty (1.0)
   int block_size = 16;
   KvLayout layout = KvLayout::kNHD;
   // The attention of every layer: one group per (backend, shape), each layer in exactly one group, with the
