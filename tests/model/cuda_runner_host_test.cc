@@ -1,7 +1,7 @@
 // Host-side decisions of the CUDA model runner and the decode split planner; no device needed.
 #include <gtest/gtest.h>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/model/cuda/cuda_model_runner.h"
 
 namespace pagoda {

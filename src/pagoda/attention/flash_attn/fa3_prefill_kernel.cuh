@@ -29,7 +29,7 @@
 #include <cstdint>
 
 #include "pagoda/attention/device_common.cuh"
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 namespace pagoda::flash_attn_detail {
 

@@ -25,7 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 namespace pagoda {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "pagoda/attention/flash_attn/flash_attn.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/ops/cuda/activation.h"

@@ -9,18 +9,18 @@
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/device_caps.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
-#include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
+#include "pagoda/attention/paged/paged_attention.h"
+#include "pagoda/attention/paged/paged_attention_kernel.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 namespace {
 
-using triton_attn_detail::KernelArgs;
-using triton_attn_detail::kBlockM;
-using triton_attn_detail::kLog2e;
-using triton_attn_detail::kThreads;
-using triton_attn_detail::from_f;
+using paged_detail::KernelArgs;
+using paged_detail::kBlockM;
+using paged_detail::kLog2e;
+using paged_detail::kThreads;
+using paged_detail::from_f;
 
 template <typename T>
 __device__ __forceinline__ float to_f(T v) { return float(v); }
@@ -56,7 +56,7 @@ constexpr int kMaxFallbackHead = 512;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const KernelArgs args) {
   const PagedAttentionParams& p = args.p;
-  const triton_attn_detail::WorkItem wi = triton_attn_detail::work_item(args);
+  const paged_detail::WorkItem wi = paged_detail::work_item(args);
   const int seq = wi.seq, row_start = wi.row_start, split = wi.split, nsplit = wi.nsplit;
   const int kvh = wi.kvh, G = wi.G, q_begin = wi.q_begin, ctx = wi.ctx, first_pos = wi.first_pos;
   const int rows_total = wi.rows_total;
@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
   constexpr int BN = 64;  // the tile size the work split is expressed in
 
-  const triton_attn_detail::TileRange range =
-      triton_attn_detail::cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
+  const paged_detail::TileRange range =
+      paged_detail::cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
   const int key_begin = range.begin * BN;
   const int key_end = min(range.kv_end, range.end * BN);
 
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
         args.partial_ml[prow * 2 + 1] = l;
       }
     } else {
-      const float inv = triton_attn_detail::output_scale(m, l, p.sinks, h, p.v_scale);
+      const float inv = paged_detail::output_scale(m, l, p.sinks, h, p.v_scale);
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
@@ -144,9 +144,9 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
   attention_device::pdl_launch_dependents();  // the next step's attention kernel may place its CTAs early
   attention_device::pdl_wait_for_prior_grid();  // launched programmatically behind the attention kernel
-  const int4 w = triton_attn_detail::cta_work(args);
+  const int4 w = paged_detail::cta_work(args);
   if (w.z != 0) return;
-  triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
+  paged_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
 }
 
 template <typename T>
@@ -157,7 +157,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
     if constexpr (std::is_same_v<T, float>) {
       PAGODA_CHECK(false, "tensor-core attention has no fp32 variant");
     } else {
-      merged = triton_attn_detail::launch_unified<T>(args, ws.num_work_items, ws.num_splits, stream);
+      merged = paged_detail::launch_paged<T>(args, ws.num_work_items, ws.num_splits, stream);
     }
   } else {
     fallback_attention_kernel<T><<<grid, kThreads, 0, stream>>>(args);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "paged_attention_reference.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 namespace pagoda {
 namespace {
@@ -49,7 +49,7 @@ void run_case(const Case& c, bool separate = false) {
   attention_test::run_case(c, separate ? "TRITON-PD" : "TRITON", launch);
 }
 
-TEST(TritonAttnGpu, PrefillLengthsAndHeads) {
+TEST(PagedAttentionGpu, PrefillLengthsAndHeads) {
   SKIP_WITHOUT_GPU();
   for (int L : {1, 7, 17, 97, 513}) {
     for (int D : {64, 128, 256}) {
@@ -63,7 +63,7 @@ TEST(TritonAttnGpu, PrefillLengthsAndHeads) {
   }
 }
 
-TEST(TritonAttnGpu, LongPrefill4099) {
+TEST(PagedAttentionGpu, LongPrefill4099) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {4099};
@@ -74,7 +74,7 @@ TEST(TritonAttnGpu, LongPrefill4099) {
   run_case(c);
 }
 
-TEST(TritonAttnGpu, GqaRatiosAndBlockSizes) {
+TEST(PagedAttentionGpu, GqaRatiosAndBlockSizes) {
   SKIP_WITHOUT_GPU();
   for (auto [hq, hk] : std::vector<std::pair<int, int>>{{8, 8}, {8, 2}, {16, 2}, {32, 4}}) {
     for (int bs : {16, 32, 64}) {
@@ -90,7 +90,7 @@ TEST(TritonAttnGpu, GqaRatiosAndBlockSizes) {
   }
 }
 
-TEST(TritonAttnGpu, MixedPrefillDecodeBatch) {
+TEST(PagedAttentionGpu, MixedPrefillDecodeBatch) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {1, 1, 129, 1, 17, 1, 7};
@@ -102,14 +102,14 @@ TEST(TritonAttnGpu, MixedPrefillDecodeBatch) {
   }
 }
 
-TEST(TritonAttnGpu, DecodeSplitKv) {
+TEST(PagedAttentionGpu, DecodeSplitKv) {
   SKIP_WITHOUT_GPU();
   for (const Case& c : attention_test::decode_split_kv_cases()) run_case(c);
 }
 
 // The kernels compute their work item ({i, 0, 0, 1}) only when the planned list is exactly that: every
 // sequence a single unsplit decode row group. Checked on the plan, then the computed-item batch on the GPU.
-TEST(TritonAttnGpu, DecodeComputedWorkItems) {
+TEST(PagedAttentionGpu, DecodeComputedWorkItems) {
   SKIP_WITHOUT_GPU();
   auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, int only_decode) {
     PagedAttentionOptions opt;
@@ -135,7 +135,7 @@ TEST(TritonAttnGpu, DecodeComputedWorkItems) {
   run_case(c);
 }
 
-TEST(TritonAttnGpu, StridedQuery) {
+TEST(PagedAttentionGpu, StridedQuery) {
   SKIP_WITHOUT_GPU();
   for (DType t : {DType::kBF16, DType::kF32}) {
     Case c;
@@ -147,7 +147,7 @@ TEST(TritonAttnGpu, StridedQuery) {
   }
 }
 
-TEST(TritonAttnGpu, Fp8KvCache) {
+TEST(PagedAttentionGpu, Fp8KvCache) {
   SKIP_WITHOUT_GPU();
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
     for (DType t : {DType::kBF16, DType::kF16}) {
@@ -164,7 +164,7 @@ TEST(TritonAttnGpu, Fp8KvCache) {
 // Decode-only steps over an fp8 cache: the decode kernel's fp8 path (raw copies, a per-warp conversion pass),
 // with the planner's splits and forced ones, merged by the merge kernel or in the decode kernel, relaunched
 // on a poisoned output.
-TEST(TritonAttnGpu, Fp8DecodeKernel) {
+TEST(PagedAttentionGpu, Fp8DecodeKernel) {
   SKIP_WITHOUT_GPU();
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
     struct Run {
@@ -190,7 +190,7 @@ TEST(TritonAttnGpu, Fp8DecodeKernel) {
   }
 }
 
-TEST(TritonAttnGpu, Float32AndOddHeadSizes) {
+TEST(PagedAttentionGpu, Float32AndOddHeadSizes) {
   SKIP_WITHOUT_GPU();
   for (int D : {32, 64, 128, 256}) {
     Case c;
@@ -215,7 +215,7 @@ TEST(TritonAttnGpu, Float32AndOddHeadSizes) {
   run_case(odd);
 }
 
-TEST(TritonAttnGpu, SlidingWindowSoftcapAlibiSinksHnd) {
+TEST(PagedAttentionGpu, SlidingWindowSoftcapAlibiSinksHnd) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {100, 1, 3};

@@ -1,17 +1,17 @@
-// PRIVATE to triton_attn/: the split-KV merge. Split CTAs write unnormalised partials (out, and the row's
+// PRIVATE to paged/: the split-KV merge. Split CTAs write unnormalised partials (out, and the row's
 // log2-domain max m and sum l); merge_split_rows combines a row group's splits. Before SM 9.0 the decode
 // kernel runs it in its last CTA per row group (last_split_merges); on SM 9.0 the decode kernel's split CTAs
 // form a cluster and merge through distributed shared memory (cluster_merge_splits); other steps run
-// merge_partials_kernel (triton_attn.cu).
+// merge_partials_kernel (paged_attention.cu).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "pagoda/attention/device_common.cuh"
-#include "pagoda/attention/triton_attn/unified_attention_args.cuh"
+#include "pagoda/attention/paged/paged_attention_args.cuh"
 
-namespace pagoda::triton_attn_detail {
+namespace pagoda::paged_detail {
 
 using attention_device::from_f;
 
@@ -222,4 +222,4 @@ __device__ __forceinline__ void cluster_merge_splits(const KernelArgs& args, con
 #endif
 }
 
-}  // namespace pagoda::triton_attn_detail
+}  // namespace pagoda::paged_detail
