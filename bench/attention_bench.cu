@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "pagoda/attention/flash_attn/flash_attn.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 // Every CUDA call is checked; a failure throws, so one shape's failure is reported and the others still run.
 #define CK(x)                                                                                              \

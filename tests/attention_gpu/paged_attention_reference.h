@@ -27,7 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/core/dtype.h"
 
 namespace pagoda::attention_test {

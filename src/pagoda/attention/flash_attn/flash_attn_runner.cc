@@ -58,8 +58,8 @@ class FlashAttnRunner final : public AttentionRunner {
   }
 
   void run(const AttentionParams& params, void* stream) const override {
-    PagedAttentionParams p = paged_params(shape_, params);
-    run_flash_attention(p, params.num_blocks, ws_, static_cast<cudaStream_t>(stream));
+    ws_.cache_blocks = int(params.num_blocks);  // the FA3 kernel's tensor map bound: the layer's cache
+    run_flash_attention(paged_params(shape_, params), ws_, static_cast<cudaStream_t>(stream));
   }
 
   std::string describe() const override {
@@ -73,7 +73,7 @@ class FlashAttnRunner final : public AttentionRunner {
   int num_sms_;
   int graph_batch_ = 0;
   int max_splits_ = 1;
-  FlashAttnWorkspace ws_;
+  mutable FlashAttnWorkspace ws_;  // run() records the cache size it reads (cache_blocks)
 };
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 namespace pagoda::flash_attn_detail {
 

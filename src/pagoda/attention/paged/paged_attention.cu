@@ -9,40 +9,29 @@
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/device_caps.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
-#include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
+#include "pagoda/attention/paged/paged_attention.h"
+#include "pagoda/attention/paged/paged_attention_kernel.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 namespace {
 
-using triton_attn_detail::KernelArgs;
-using triton_attn_detail::kBlockM;
-using triton_attn_detail::kLog2e;
-using triton_attn_detail::kThreads;
-using triton_attn_detail::from_f;
+using paged_detail::KernelArgs;
+using paged_detail::kBlockM;
+using paged_detail::kLog2e;
+using paged_detail::kThreads;
+using cuda_convert::fp8_to_f32;
+using cuda_convert::from_f32;
+using cuda_convert::to_f32;
 
-template <typename T>
-__device__ __forceinline__ float to_f(T v) { return float(v); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-
-__device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv, DType model) {
+// Element i of a KV cache of dtype kv, as float (fp8: the stored code, before k_scale/v_scale).
+__device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv) {
   switch (kv) {
-    case DType::kF8E4M3: {
-      __nv_fp8_e4m3 v;
-      v.__x = static_cast<const uint8_t*>(base)[i];
-      return float(v);
-    }
-    case DType::kF8E5M2: {
-      __nv_fp8_e5m2 v;
-      v.__x = static_cast<const uint8_t*>(base)[i];
-      return float(v);
-    }
-    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-    case DType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::kF8E4M3: return fp8_to_f32<__NV_E4M3>(static_cast<const uint8_t*>(base)[i]);
+    case DType::kF8E5M2: return fp8_to_f32<__NV_E5M2>(static_cast<const uint8_t*>(base)[i]);
+    case DType::kBF16: return to_f32(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::kF16: return to_f32(static_cast<const __half*>(base)[i]);
     case DType::kF32: return static_cast<const float*>(base)[i];
     case DType::kU8: case DType::kI32: case DType::kI64: break;
   }
@@ -56,7 +45,7 @@ constexpr int kMaxFallbackHead = 512;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const KernelArgs args) {
   const PagedAttentionParams& p = args.p;
-  const triton_attn_detail::WorkItem wi = triton_attn_detail::work_item(args);
+  const paged_detail::WorkItem wi = paged_detail::work_item(args);
   const int seq = wi.seq, row_start = wi.row_start, split = wi.split, nsplit = wi.nsplit;
   const int kvh = wi.kvh, G = wi.G, q_begin = wi.q_begin, ctx = wi.ctx, first_pos = wi.first_pos;
   const int rows_total = wi.rows_total;
@@ -66,8 +55,8 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
   const int* btab = p.block_tables + size_t(seq) * p.max_blocks_per_seq;
   constexpr int BN = 64;  // the tile size the work split is expressed in
 
-  const triton_attn_detail::TileRange range =
-      triton_attn_detail::cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
+  const paged_detail::TileRange range =
+      paged_detail::cta_tile_range(p, row_start, rows_total, first_pos, ctx, G, split, nsplit, BN);
   const int key_begin = range.begin * BN;
   const int key_end = min(range.kv_end, range.end * BN);
 
@@ -82,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
     for (int j = 0; j < kJ; ++j) {
       int d = lane + 32 * j;
       const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
-      q[j] = d < hs ? to_f(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
+      q[j] = d < hs ? to_f32(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
       acc[j] = 0.f;
     }
     float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
@@ -98,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        if (d < hs) dot += q[j] * load_kv(p.kv_cache, base + d, p.kv_dtype, p.dtype);
+        if (d < hs) dot += q[j] * load_kv(p.kv_cache, base + d, p.kv_dtype);
       }
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
@@ -111,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        float v = d < hs ? load_kv(p.kv_cache, base + hs + d, p.kv_dtype, p.dtype) : 0.f;
+        float v = d < hs ? load_kv(p.kv_cache, base + hs + d, p.kv_dtype) : 0.f;
         acc[j] = acc[j] * alpha + pe * v;
       }
       m = m_new;
@@ -128,11 +117,11 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
         args.partial_ml[prow * 2 + 1] = l;
       }
     } else {
-      const float inv = triton_attn_detail::output_scale(m, l, p.sinks, h, p.v_scale);
+      const float inv = paged_detail::output_scale(m, l, p.sinks, h, p.v_scale);
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        if (d < hs) static_cast<T*>(p.out)[row * hs + d] = from_f<T>(acc[j] * inv);
+        if (d < hs) static_cast<T*>(p.out)[row * hs + d] = from_f32<T>(acc[j] * inv);
       }
     }
   }
@@ -144,9 +133,9 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) merge_partials_kernel(const KernelArgs args, int num_splits) {
   attention_device::pdl_launch_dependents();  // the next step's attention kernel may place its CTAs early
   attention_device::pdl_wait_for_prior_grid();  // launched programmatically behind the attention kernel
-  const int4 w = triton_attn_detail::cta_work(args);
+  const int4 w = paged_detail::cta_work(args);
   if (w.z != 0) return;
-  triton_attn_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
+  paged_detail::merge_split_rows<T, kMaxFallbackHead>(args, w.x, w.y, blockIdx.y, num_splits);
 }
 
 template <typename T>
@@ -157,7 +146,7 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
     if constexpr (std::is_same_v<T, float>) {
       PAGODA_CHECK(false, "tensor-core attention has no fp32 variant");
     } else {
-      merged = triton_attn_detail::launch_unified<T>(args, ws.num_work_items, ws.num_splits, stream);
+      merged = paged_detail::launch_paged<T>(args, ws.num_work_items, ws.num_splits, stream);
     }
   } else {
     fallback_attention_kernel<T><<<grid, kThreads, 0, stream>>>(args);
@@ -234,6 +223,16 @@ int shortest_split_path(long groups, double slots, int kv_tiles, int cap) {
     if (path(s) <= 1.02 * best) return s;
   return 1;
 }
+
+// True when a plan for `filter` covers a sequence of `q_len` query tokens.
+bool covers(SeqFilter filter, int q_len) {
+  switch (filter) {
+    case SeqFilter::kAll: return true;
+    case SeqFilter::kDecode: return q_len == 1;
+    case SeqFilter::kPrefill: return q_len != 1;
+  }
+  return true;
+}
 }  // namespace
 
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits) {
@@ -259,8 +258,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int max_ctx = 0;
   bool all_decode = true;  // every tile has <= 16 query rows: the decode-only kernel runs
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    if (!covers(opt.sequences, batch.query_lens[s])) continue;
     tiles += (long(batch.query_lens[s]) * G + kBlockM - 1) / kBlockM;
     max_ctx = std::max(max_ctx, batch.seq_lens[s]);
     all_decode = all_decode && batch.query_lens[s] * G <= 16;
@@ -287,8 +285,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int n = 0;
   int4* items = reinterpret_cast<int4*>(ws.host_work);
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    if (!covers(opt.sequences, batch.query_lens[s])) continue;
     int rows = batch.query_lens[s] * G;
     for (int r = 0; r < rows; r += kBlockM) {
       for (int sp = 0; sp < splits; ++sp) {

@@ -1,5 +1,5 @@
-// PRIVATE to triton_attn/: the host launch code of the unified and decode-only kernels for one element type
-// T, included by unified_attention_{bf16,f16}.cu (one element type per translation unit, so the variants
+// PRIVATE to paged/: the host launch code of the unified and decode-only kernels for one element type
+// T, included by paged_attention_{bf16,f16}.cu (one element type per translation unit, so the variants
 // compile in parallel). Head dims 32, 64, 128, 256 (others padded up); KV in T, fp8 e4m3 or fp8 e5m2.
 #pragma once
 
@@ -7,10 +7,10 @@
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/device_caps.h"
-#include "pagoda/attention/triton_attn/unified_attention_kernel.cuh"
+#include "pagoda/attention/paged/paged_attention_kernel.cuh"
 #include "pagoda/core/error.h"
 
-namespace pagoda::triton_attn_detail {
+namespace pagoda::paged_detail {
 namespace {
 
 using attention_host::programmatic_serialization;
@@ -137,7 +137,7 @@ bool launch_d(const KernelArgs& args, int num_items, int num_splits, cudaStream_
     }
   }
   static bool configured = false;
-  launch_with_smem(unified_attention_kernel<T, Kv, D, BN>, Smem<T, Kv, D, BN>::kBytes, configured, args, num_items,
+  launch_with_smem(paged_attention_kernel<T, Kv, D, BN>, Smem<T, Kv, D, BN>::kBytes, configured, args, num_items,
                    stream);
   return false;
 }
@@ -152,11 +152,11 @@ bool launch_kv(const KernelArgs& args, int num_items, int num_splits, cudaStream
 }
 
 template <typename T>
-bool launch_unified_impl(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
+bool launch_paged_impl(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream) {
   if (args.p.kv_dtype == DType::kF8E4M3) return launch_kv<T, KvE4M3>(args, num_items, num_splits, stream);
   if (args.p.kv_dtype == DType::kF8E5M2) return launch_kv<T, KvE5M2>(args, num_items, num_splits, stream);
   return launch_kv<T, KvSame>(args, num_items, num_splits, stream);
 }
 
 }  // namespace
-}  // namespace pagoda::triton_attn_detail
+}  // namespace pagoda::paged_detail

@@ -1,11 +1,11 @@
-// PRIVATE to triton_attn/: the tensor-core unified paged-attention kernel (FlashAttention-2 algorithm:
+// PRIVATE to paged/: the tensor-core unified paged-attention kernel (FlashAttention-2 algorithm:
 // mma.sync m16n8k16, ldmatrix, cp.async double buffering, online softmax in fp32).
 //
 // One CTA (4 warps, 128 threads) computes a tile of 64 "rows" of one sequence and one KV head, a row being
 // (query token, query head of the KV head's GQA group): row R -> token R / G, head kv_head * G + R % G.
 // Each warp owns 16 rows. KV tiles of BN keys are gathered from the paged cache through the block table.
 // With KV splits, the CTA covers one contiguous range of KV tiles and writes unnormalised partials that
-// split_kv_merge.cuh combines (in the decode kernel itself, or in merge_partials_kernel of triton_attn.cu).
+// split_kv_merge.cuh combines (in the decode kernel itself, or in merge_partials_kernel of paged_attention.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,14 +15,15 @@
 #include <cstdint>
 
 #include "pagoda/attention/device_common.cuh"
-#include "pagoda/attention/triton_attn/split_kv_merge.cuh"
-#include "pagoda/attention/triton_attn/triton_attn.h"
-#include "pagoda/attention/triton_attn/unified_attention_args.cuh"
+#include "pagoda/attention/paged/split_kv_merge.cuh"
+#include "pagoda/attention/paged/paged_attention.h"
+#include "pagoda/attention/paged/paged_attention_args.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 
-namespace pagoda::triton_attn_detail {
+namespace pagoda::paged_detail {
 
 using attention_device::cp_async_16;
-using attention_device::pack2;
+using cuda_convert::pack2;
 using attention_device::smem_u32;
 
 struct KvSame {};
@@ -69,7 +70,7 @@ __device__ __forceinline__ int swz(int r, int c) {
 // 8 fp8 values of the Kv kind (8 bytes) to 8 elements of T (exact).
 template <typename T, typename Kv>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
-  return attention_device::widen_fp8x8<T, std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2>(v);
+  return cuda_convert::widen_fp8x8<T, std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2>(v);
 }
 
 // The KV tiles [begin, end) of BN keys that the CTA of (rows row_start.., KV split `split` of `nsplit`) covers:
@@ -138,7 +139,7 @@ struct Smem {
   static constexpr bool kCanWarpSplit = BN == 64;
 };
 
-// The split planner's slots for fp8 decode steps (kDecodeCtasPerSm, triton_attn.h) are the CTAs the fp8
+// The split planner's slots for fp8 decode steps (kDecodeCtasPerSm, paged_attention.h) are the CTAs the fp8
 // decode kernel's launch bounds promise.
 static_assert(Smem<__nv_bfloat16, KvE4M3, 128, 64, true>::kDecodeCtasPerSm == kDecodeCtasPerSm &&
                   Smem<__half, KvE5M2, 128, 64, true>::kDecodeCtasPerSm == kDecodeCtasPerSm,
@@ -626,7 +627,7 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
 }
 
 template <typename T, typename Kv, int D, int BN>
-__global__ void __launch_bounds__(kThreads) unified_attention_kernel(const KernelArgs args) {
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(const KernelArgs args) {
   attention_device::pdl_launch_dependents();  // the split merge kernel may take its place early
   extern __shared__ uint4 smem[];
   using S = Smem<T, Kv, D, BN>;
@@ -665,10 +666,10 @@ __global__ void __launch_bounds__(kThreads, (Smem<T, Kv, D, BN, true>::kDecodeCt
 #endif
 }
 
-// Instantiated per element type in unified_attention_{bf16,f16}.cu. Returns true when the launched kernel
+// Instantiated per element type in paged_attention_{bf16,f16}.cu. Returns true when the launched kernel
 // merged its KV splits itself (the decode-only kernel with merge_in_kernel), false when merge_partials must run.
 // num_splits: the plan's KV splits per row group (the cluster size of a cluster merge).
 template <typename T>
-bool launch_unified(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream);
+bool launch_paged(const KernelArgs& args, int num_items, int num_splits, cudaStream_t stream);
 
-}  // namespace pagoda::triton_attn_detail
+}  // namespace pagoda::paged_detail

@@ -1,19 +1,20 @@
-// PRIVATE to triton_attn/: the split-KV merge. Split CTAs write unnormalised partials (out, and the row's
+// PRIVATE to paged/: the split-KV merge. Split CTAs write unnormalised partials (out, and the row's
 // log2-domain max m and sum l); merge_split_rows combines a row group's splits. Before SM 9.0 the decode
 // kernel runs it in its last CTA per row group (last_split_merges); on SM 9.0 the decode kernel's split CTAs
 // form a cluster and merge through distributed shared memory (cluster_merge_splits); other steps run
-// merge_partials_kernel (triton_attn.cu).
+// merge_partials_kernel (paged_attention.cu).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "pagoda/attention/device_common.cuh"
-#include "pagoda/attention/triton_attn/unified_attention_args.cuh"
+#include "pagoda/attention/paged/paged_attention_args.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 
-namespace pagoda::triton_attn_detail {
+namespace pagoda::paged_detail {
 
-using attention_device::from_f;
+using cuda_convert::from_f32;
 
 // Combines the KV splits of the rows of one row group (sequence `seq`, rows row_start.., KV head kvh): one
 // warp per row. The lanes read the splits' (m, l) pairs in parallel (lane j holds split s0 + j's weight),
@@ -114,11 +115,11 @@ __device__ __forceinline__ void merge_split_rows(const KernelArgs& args, int seq
       for (int k = 0; k < kVec; ++k)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (4 * lane + 128 * k < hs) out[4 * lane + 128 * k + e] = from_f<T>(o[4 * k + e] * inv);
+          if (4 * lane + 128 * k < hs) out[4 * lane + 128 * k + e] = from_f32<T>(o[4 * k + e] * inv);
     } else {
 #pragma unroll
       for (int k = 0; k < kScalar; ++k)
-        if (lane + 32 * k < hs) out[lane + 32 * k] = from_f<T>(o[k] * inv);
+        if (lane + 32 * k < hs) out[lane + 32 * k] = from_f32<T>(o[k] * inv);
     }
   }
 }
@@ -215,11 +216,11 @@ __device__ __forceinline__ void cluster_merge_splits(const KernelArgs& args, con
     const float inv = l > 0.f ? p.v_scale / l : 0.f;
     const size_t row = size_t(wi.q_begin + R / wi.G) * p.num_q_heads + h;
     T* out = static_cast<T*>(p.out) + row * hs + d;
-    out[0] = from_f<T>(o.x * inv);
-    out[1] = from_f<T>(o.y * inv);
+    out[0] = from_f32<T>(o.x * inv);
+    out[1] = from_f32<T>(o.y * inv);
   }
   cluster_sync();
 #endif
 }
 
-}  // namespace pagoda::triton_attn_detail
+}  // namespace pagoda::paged_detail

@@ -1,12 +1,12 @@
-// PRIVATE to triton_attn/: what the TRITON_ATTN kernels (tensor-core, CUDA-core, split merge) receive, and
+// PRIVATE to paged/: what the TRITON_ATTN kernels (tensor-core, CUDA-core, split merge) receive, and
 // the decoding of a CTA's work item.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
-namespace pagoda::triton_attn_detail {
+namespace pagoda::paged_detail {
 
 constexpr int kBlockM = 64;
 constexpr int kThreads = 128;
@@ -58,4 +58,4 @@ __device__ __forceinline__ WorkItem work_item(const KernelArgs& args) {
   return wi;
 }
 
-}  // namespace pagoda::triton_attn_detail
+}  // namespace pagoda::paged_detail

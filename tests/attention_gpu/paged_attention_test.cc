@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "paged_attention_reference.h"
-#include "pagoda/attention/triton_attn/triton_attn.h"
+#include "pagoda/attention/paged/paged_attention.h"
 
 namespace pagoda {
 namespace {
@@ -31,8 +31,8 @@ void run_case(const Case& c, bool separate = false) {
     if (separate) {
       ws2.reserve(T, S, Hq, D, opt.max_splits);
       PagedAttentionOptions pre = opt, dec = opt;
-      pre.only_decode = 0;
-      dec.only_decode = 1;
+      pre.sequences = SeqFilter::kPrefill;
+      dec.sequences = SeqFilter::kDecode;
       plan_paged_attention(info, Hq, Hk, D, cs.dtype, pre, ws, nullptr);
       plan_paged_attention(info, Hq, Hk, D, cs.dtype, dec, ws2, nullptr);
       run_paged_attention(p, ws, nullptr);
@@ -49,7 +49,7 @@ void run_case(const Case& c, bool separate = false) {
   attention_test::run_case(c, separate ? "TRITON-PD" : "TRITON", launch);
 }
 
-TEST(TritonAttnGpu, PrefillLengthsAndHeads) {
+TEST(PagedAttentionGpu, PrefillLengthsAndHeads) {
   SKIP_WITHOUT_GPU();
   for (int L : {1, 7, 17, 97, 513}) {
     for (int D : {64, 128, 256}) {
@@ -63,7 +63,7 @@ TEST(TritonAttnGpu, PrefillLengthsAndHeads) {
   }
 }
 
-TEST(TritonAttnGpu, LongPrefill4099) {
+TEST(PagedAttentionGpu, LongPrefill4099) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {4099};
@@ -74,7 +74,7 @@ TEST(TritonAttnGpu, LongPrefill4099) {
   run_case(c);
 }
 
-TEST(TritonAttnGpu, GqaRatiosAndBlockSizes) {
+TEST(PagedAttentionGpu, GqaRatiosAndBlockSizes) {
   SKIP_WITHOUT_GPU();
   for (auto [hq, hk] : std::vector<std::pair<int, int>>{{8, 8}, {8, 2}, {16, 2}, {32, 4}}) {
     for (int bs : {16, 32, 64}) {
@@ -90,7 +90,7 @@ TEST(TritonAttnGpu, GqaRatiosAndBlockSizes) {
   }
 }
 
-TEST(TritonAttnGpu, MixedPrefillDecodeBatch) {
+TEST(PagedAttentionGpu, MixedPrefillDecodeBatch) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {1, 1, 129, 1, 17, 1, 7};
@@ -102,19 +102,19 @@ TEST(TritonAttnGpu, MixedPrefillDecodeBatch) {
   }
 }
 
-TEST(TritonAttnGpu, DecodeSplitKv) {
+TEST(PagedAttentionGpu, DecodeSplitKv) {
   SKIP_WITHOUT_GPU();
   for (const Case& c : attention_test::decode_split_kv_cases()) run_case(c);
 }
 
 // The kernels compute their work item ({i, 0, 0, 1}) only when the planned list is exactly that: every
 // sequence a single unsplit decode row group. Checked on the plan, then the computed-item batch on the GPU.
-TEST(TritonAttnGpu, DecodeComputedWorkItems) {
+TEST(PagedAttentionGpu, DecodeComputedWorkItems) {
   SKIP_WITHOUT_GPU();
-  auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, int only_decode) {
+  auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, SeqFilter sequences) {
     PagedAttentionOptions opt;
     opt.num_sms = num_sms;
-    opt.only_decode = only_decode;
+    opt.sequences = sequences;
     PagedAttentionWorkspace ws;
     int tokens = 0;
     for (int q : info.query_lens) tokens += q;
@@ -122,10 +122,11 @@ TEST(TritonAttnGpu, DecodeComputedWorkItems) {
     plan_paged_attention(info, 32, 8, 128, DType::kBF16, opt, ws, nullptr);
     return ws.work_is_seq;
   };
-  EXPECT_TRUE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 8, -1));   // 24 row groups on 8 SMs: no split
-  EXPECT_FALSE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 132, -1));  // split KV: several items per sequence
-  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, -1));  // a prefill chunk: 64-row tiles
-  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, 1));   // decode-only launch skips sequence 1
+  constexpr SeqFilter kAll = SeqFilter::kAll;
+  EXPECT_TRUE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 8, kAll));    // 24 row groups on 8 SMs: no split
+  EXPECT_FALSE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 132, kAll));  // split KV: several items per sequence
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, kAll));    // a prefill chunk: 64-row tiles
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, SeqFilter::kDecode));  // skips sequence 1
   Case c;
   c.query_lens = std::vector<int>(160, 1);  // 160 x 8 row groups on the GPU's SMs: one unsplit item each
   c.num_q_heads = 32;
@@ -135,7 +136,7 @@ TEST(TritonAttnGpu, DecodeComputedWorkItems) {
   run_case(c);
 }
 
-TEST(TritonAttnGpu, StridedQuery) {
+TEST(PagedAttentionGpu, StridedQuery) {
   SKIP_WITHOUT_GPU();
   for (DType t : {DType::kBF16, DType::kF32}) {
     Case c;
@@ -147,7 +148,7 @@ TEST(TritonAttnGpu, StridedQuery) {
   }
 }
 
-TEST(TritonAttnGpu, Fp8KvCache) {
+TEST(PagedAttentionGpu, Fp8KvCache) {
   SKIP_WITHOUT_GPU();
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
     for (DType t : {DType::kBF16, DType::kF16}) {
@@ -164,7 +165,7 @@ TEST(TritonAttnGpu, Fp8KvCache) {
 // Decode-only steps over an fp8 cache: the decode kernel's fp8 path (raw copies, a per-warp conversion pass),
 // with the planner's splits and forced ones, merged by the merge kernel or in the decode kernel, relaunched
 // on a poisoned output.
-TEST(TritonAttnGpu, Fp8DecodeKernel) {
+TEST(PagedAttentionGpu, Fp8DecodeKernel) {
   SKIP_WITHOUT_GPU();
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
     struct Run {
@@ -190,7 +191,7 @@ TEST(TritonAttnGpu, Fp8DecodeKernel) {
   }
 }
 
-TEST(TritonAttnGpu, Float32AndOddHeadSizes) {
+TEST(PagedAttentionGpu, Float32AndOddHeadSizes) {
   SKIP_WITHOUT_GPU();
   for (int D : {32, 64, 128, 256}) {
     Case c;
@@ -215,7 +216,7 @@ TEST(TritonAttnGpu, Float32AndOddHeadSizes) {
   run_case(odd);
 }
 
-TEST(TritonAttnGpu, SlidingWindowSoftcapAlibiSinksHnd) {
+TEST(PagedAttentionGpu, SlidingWindowSoftcapAlibiSinksHnd) {
   SKIP_WITHOUT_GPU();
   Case c;
   c.query_lens = {100, 1, 3};
