@@ -162,6 +162,24 @@ TEST(PagedAttentionGpu, Fp8KvCache) {
   }
 }
 
+// A 16-bit cache of the other 16-bit type (float16 under bfloat16 and back), which TRITON_ATTN and FLASH_ATTN
+// declare: the CUDA-core kernel serves it, prefill, decode and split decode.
+TEST(PagedAttentionGpu, Other16BitKvCache) {
+  SKIP_WITHOUT_GPU();
+  for (auto [t, kv] : {std::pair{DType::kBF16, DType::kF16}, std::pair{DType::kF16, DType::kBF16}}) {
+    Case c;
+    c.query_lens = {1, 40, 1};
+    c.seq_lens = {1000, 40, 77};
+    c.dtype = t;
+    c.kv_dtype = kv;
+    run_case(c);
+    c.query_lens = {1};
+    c.seq_lens = {3000};
+    c.force_splits = 8;
+    run_case(c);
+  }
+}
+
 // Decode-only steps over an fp8 cache: the decode kernel's fp8 path (raw copies, a per-warp conversion pass),
 // with the planner's splits and forced ones, merged by the merge kernel or in the decode kernel, relaunched
 // on a poisoned output.

@@ -330,10 +330,11 @@ void run_paged_attention(const PagedAttentionParams& p, const PagedAttentionWork
                   ws.split_needs_merge, ws.all_decode, ws.split_counters,
                   ws.merge_in_kernel && ws.split_needs_merge, ws.merge_in_cluster && ws.split_needs_merge,
                   ws.work_is_seq};
-  bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size);
+  // The tensor-core kernels read KV in the model dtype or fp8; another cache dtype (a float16 cache under a
+  // bfloat16 model) runs the CUDA-core kernel, which converts any element type, over the same work list.
+  const bool tc = paged_attention_uses_tensor_cores(p.dtype, p.head_size) &&
+                  (p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype));
   PAGODA_CHECK(p.block_size > 0, "block_size must be positive");
-  if (tc) PAGODA_CHECK(p.kv_dtype == p.dtype || dtype_is_fp8(p.kv_dtype),
-                       "KV cache dtype ", dtype_name(p.kv_dtype), " with model dtype ", dtype_name(p.dtype));
   switch (p.dtype) {
     case DType::kBF16: launch_typed<__nv_bfloat16>(args, ws, tc, stream); return;
     case DType::kF16: launch_typed<__half>(args, ws, tc, stream); return;
