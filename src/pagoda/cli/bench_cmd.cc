@@ -263,8 +263,8 @@ int run_bench_throughput(const std::vector<std::string>& raw) {
     throw_config_error("--num-prompts x --input-len is ", int64_t(num_prompts) * input_len, " prompt tokens, more than the ",
                        kMaxBenchPromptTokens, " the benchmark makes up front");
   // Offline batches on a large GPU: vLLM's LLM-class defaults for GPUs of >= 70 GiB other than the A100 (1024
-  // sequences, 16384 tokens a step) where the options are not given. On the H200, 1000 x (512 + 256) runs
-  // 8% faster than at 256 / 8192 (docs/benchmarks.md): decode GEMMs of ~1000 rows instead of ~250.
+  // sequences, 16384 tokens a step) where the options are not given: decode GEMMs of ~1000 rows instead of
+  // ~250 use the tensor cores better (docs/benchmarks.md, offline throughput).
   if (args.device.device != "cpu") {
     const std::optional<DeviceInfo> gpu = detect_cuda_device();
     if (gpu && gpu->total_memory >= (70ull << 30) && gpu->name.find("A100") == std::string::npos) {

@@ -19,11 +19,9 @@
 //  * Added token ids are taken from the file; tokenizers re-numbers added tokens on load when a file's ids
 //    disagree with its own numbering (never the case for files it saved itself).
 //
-// Speed (Release build on the 2-core dev box, measured by tokenizer_test's EncodeThroughput, which logs
-// it): 100 KB of mixed prose, markup and code encodes in 5-15 ms with the byte-level vocabularies (GPT-2,
-// Llama 3, Qwen; 10-20 MB/s with an empty word cache), ~30 ms with Llama 2's (no pre-tokenizer, so BPE
-// runs over the whole text at once); decoding takes ~1 ms. Loading a 150k-token tokenizer.json takes
-// 0.4-0.6 s, mostly JSON parsing. Encoding and decoding are thread-safe.
+// Speed: tokenizer_test's EncodeThroughput logs it. BPE runs per pre-tokenized word with a word cache, so
+// vocabularies without a pre-tokenizer (Llama 2's) run BPE over the whole text at once and encode a few
+// times slower; loading is dominated by JSON parsing. Encoding and decoding are thread-safe.
 #pragma once
 
 #include <filesystem>
