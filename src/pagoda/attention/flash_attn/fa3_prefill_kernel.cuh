@@ -30,6 +30,7 @@
 
 #include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/paged/paged_attention.h"
+#include "pagoda/core/cuda_convert.cuh"
 
 namespace pagoda::flash_attn_detail {
 
@@ -90,7 +91,7 @@ struct Fa3Traits {
 
 #ifdef PAGODA_FA3_DEVICE
 
-using attention_device::pack2;
+using cuda_convert::pack2;
 using attention_device::smem_u32;
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "pagoda/attention/cuda_ok.h"
-#include "pagoda/attention/device_common.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda::flash_attn_detail {
@@ -45,9 +45,9 @@ __global__ void __launch_bounds__(kThreads) kv_stage_kernel(const PagedAttention
       if constexpr (std::is_same_v<Kv, SameKv>) {
         v = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.kv_cache) + e));
       } else if constexpr (std::is_same_v<Kv, Fp8Kv<__NV_E4M3>>) {
-        v = attention_device::widen_fp8x8<T, __NV_E4M3>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
+        v = cuda_convert::widen_fp8x8<T, __NV_E4M3>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
       } else {
-        v = attention_device::widen_fp8x8<T, __NV_E5M2>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
+        v = cuda_convert::widen_fp8x8<T, __NV_E5M2>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
       }
     }
     *reinterpret_cast<uint4*>(dst + ((dst_token0 + t) * hk + kvh) * 2 * D + size_t(c) * 8) = v;

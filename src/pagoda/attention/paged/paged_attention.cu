@@ -11,6 +11,7 @@
 #include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/attention/paged/paged_attention_kernel.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -20,29 +21,17 @@ using paged_detail::KernelArgs;
 using paged_detail::kBlockM;
 using paged_detail::kLog2e;
 using paged_detail::kThreads;
-using paged_detail::from_f;
+using cuda_convert::fp8_to_f32;
+using cuda_convert::from_f32;
+using cuda_convert::to_f32;
 
-template <typename T>
-__device__ __forceinline__ float to_f(T v) { return float(v); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-
-__device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv, DType model) {
+// Element i of a KV cache of dtype kv, as float (fp8: the stored code, before k_scale/v_scale).
+__device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv) {
   switch (kv) {
-    case DType::kF8E4M3: {
-      __nv_fp8_e4m3 v;
-      v.__x = static_cast<const uint8_t*>(base)[i];
-      return float(v);
-    }
-    case DType::kF8E5M2: {
-      __nv_fp8_e5m2 v;
-      v.__x = static_cast<const uint8_t*>(base)[i];
-      return float(v);
-    }
-    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-    case DType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::kF8E4M3: return fp8_to_f32<__NV_E4M3>(static_cast<const uint8_t*>(base)[i]);
+    case DType::kF8E5M2: return fp8_to_f32<__NV_E5M2>(static_cast<const uint8_t*>(base)[i]);
+    case DType::kBF16: return to_f32(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::kF16: return to_f32(static_cast<const __half*>(base)[i]);
     case DType::kF32: return static_cast<const float*>(base)[i];
     case DType::kU8: case DType::kI32: case DType::kI64: break;
   }
@@ -82,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
     for (int j = 0; j < kJ; ++j) {
       int d = lane + 32 * j;
       const size_t q_stride = p.q_token_stride > 0 ? size_t(p.q_token_stride) : size_t(p.num_q_heads) * hs;
-      q[j] = d < hs ? to_f(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
+      q[j] = d < hs ? to_f32(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
       acc[j] = 0.f;
     }
     float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
@@ -98,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        if (d < hs) dot += q[j] * load_kv(p.kv_cache, base + d, p.kv_dtype, p.dtype);
+        if (d < hs) dot += q[j] * load_kv(p.kv_cache, base + d, p.kv_dtype);
       }
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
@@ -111,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        float v = d < hs ? load_kv(p.kv_cache, base + hs + d, p.kv_dtype, p.dtype) : 0.f;
+        float v = d < hs ? load_kv(p.kv_cache, base + hs + d, p.kv_dtype) : 0.f;
         acc[j] = acc[j] * alpha + pe * v;
       }
       m = m_new;
@@ -132,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const Kern
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         int d = lane + 32 * j;
-        if (d < hs) static_cast<T*>(p.out)[row * hs + d] = from_f<T>(acc[j] * inv);
+        if (d < hs) static_cast<T*>(p.out)[row * hs + d] = from_f32<T>(acc[j] * inv);
       }
     }
   }

@@ -18,11 +18,12 @@
 #include "pagoda/attention/paged/split_kv_merge.cuh"
 #include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/attention/paged/paged_attention_args.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 
 namespace pagoda::paged_detail {
 
 using attention_device::cp_async_16;
-using attention_device::pack2;
+using cuda_convert::pack2;
 using attention_device::smem_u32;
 
 struct KvSame {};
@@ -69,7 +70,7 @@ __device__ __forceinline__ int swz(int r, int c) {
 // 8 fp8 values of the Kv kind (8 bytes) to 8 elements of T (exact).
 template <typename T, typename Kv>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
-  return attention_device::widen_fp8x8<T, std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2>(v);
+  return cuda_convert::widen_fp8x8<T, std::is_same_v<Kv, KvE4M3> ? __NV_E4M3 : __NV_E5M2>(v);
 }
 
 // The KV tiles [begin, end) of BN keys that the CTA of (rows row_start.., KV split `split` of `nsplit`) covers:

@@ -10,10 +10,11 @@
 
 #include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/paged/paged_attention_args.cuh"
+#include "pagoda/core/cuda_convert.cuh"
 
 namespace pagoda::paged_detail {
 
-using attention_device::from_f;
+using cuda_convert::from_f32;
 
 // Combines the KV splits of the rows of one row group (sequence `seq`, rows row_start.., KV head kvh): one
 // warp per row. The lanes read the splits' (m, l) pairs in parallel (lane j holds split s0 + j's weight),
@@ -114,11 +115,11 @@ __device__ __forceinline__ void merge_split_rows(const KernelArgs& args, int seq
       for (int k = 0; k < kVec; ++k)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (4 * lane + 128 * k < hs) out[4 * lane + 128 * k + e] = from_f<T>(o[4 * k + e] * inv);
+          if (4 * lane + 128 * k < hs) out[4 * lane + 128 * k + e] = from_f32<T>(o[4 * k + e] * inv);
     } else {
 #pragma unroll
       for (int k = 0; k < kScalar; ++k)
-        if (lane + 32 * k < hs) out[lane + 32 * k] = from_f<T>(o[k] * inv);
+        if (lane + 32 * k < hs) out[lane + 32 * k] = from_f32<T>(o[k] * inv);
     }
   }
 }
@@ -215,8 +216,8 @@ __device__ __forceinline__ void cluster_merge_splits(const KernelArgs& args, con
     const float inv = l > 0.f ? p.v_scale / l : 0.f;
     const size_t row = size_t(wi.q_begin + R / wi.G) * p.num_q_heads + h;
     T* out = static_cast<T*>(p.out) + row * hs + d;
-    out[0] = from_f<T>(o.x * inv);
-    out[1] = from_f<T>(o.y * inv);
+    out[0] = from_f32<T>(o.x * inv);
+    out[1] = from_f32<T>(o.y * inv);
   }
   cluster_sync();
 #endif

@@ -1,5 +1,6 @@
-// Private helpers of the kernels in src/pagoda/ops/cuda: element conversions, aligned vector packs,
-// warp and block reductions, dtype dispatch. Included only by .cu files of this folder; not public API.
+// Private helpers of the kernels in src/pagoda/ops/cuda: aligned vector packs, warp and block reductions,
+// dtype dispatch; the element conversions are core/cuda_convert.cuh's (shared with attention/). Included
+// only by .cu files of this folder; not public API.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pagoda/core/cuda_convert.cuh"
 #include "pagoda/core/dtype.h"
 #include "pagoda/core/error.h"
 #include "pagoda/ops/cuda/device_buffer.h"
@@ -20,19 +22,8 @@ using f16 = __half;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// ---- element <-> float (round to nearest even on the way down) ----
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f32(f16 v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
+using cuda_convert::from_f32;
+using cuda_convert::to_f32;
 
 // ---- vector accesses ----
 // N elements of T move as one access of kWords 32-bit words (N * sizeof(T) = 4, 8 or 16 bytes) and are
@@ -69,30 +60,6 @@ __device__ __forceinline__ void store_words(void* p, const uint32_t (&w)[W]) {
   else *static_cast<uint32_t*>(p) = w[0];
 }
 
-// One word <-> two elements as floats (fp32: one element per word).
-__device__ __forceinline__ float2 word_to_float2(uint32_t w, bf16) {
-  __nv_bfloat162 b;
-  memcpy(&b, &w, 4);
-  return __bfloat1622float2(b);
-}
-__device__ __forceinline__ float2 word_to_float2(uint32_t w, f16) {
-  __half2 h;
-  memcpy(&h, &w, 4);
-  return __half22float2(h);
-}
-__device__ __forceinline__ uint32_t float2_to_word(float2 f, bf16) {
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  uint32_t w;
-  memcpy(&w, &b, 4);
-  return w;
-}
-__device__ __forceinline__ uint32_t float2_to_word(float2 f, f16) {
-  const __half2 h = __floats2half2_rn(f.x, f.y);
-  uint32_t w;
-  memcpy(&w, &h, 4);
-  return w;
-}
-
 template <typename T, int N>
 __device__ __forceinline__ void words_to_floats(const uint32_t (&w)[kWords<T, N>], float (&f)[N]) {
   if constexpr (sizeof(T) == 4) {
@@ -101,7 +68,7 @@ __device__ __forceinline__ void words_to_floats(const uint32_t (&w)[kWords<T, N>
   } else {
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) {
-      const float2 t = word_to_float2(w[i], T{});
+      const float2 t = cuda_convert::unpack2<T>(w[i]);
       f[2 * i] = t.x, f[2 * i + 1] = t.y;
     }
   }
@@ -115,7 +82,7 @@ __device__ __forceinline__ void floats_to_words(const float (&f)[N], uint32_t (&
     for (int i = 0; i < N; ++i) w[i] = __float_as_uint(f[i]);
   } else {
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) w[i] = float2_to_word(make_float2(f[2 * i], f[2 * i + 1]), T{});
+    for (int i = 0; i < N / 2; ++i) w[i] = cuda_convert::pack2<T>(f[2 * i], f[2 * i + 1]);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "pagoda/core/cuda_convert.cuh"
 #include "pagoda/core/error.h"
 #include "pagoda/ops/cuda/device_buffer.h"
 
@@ -29,9 +30,7 @@ __global__ void random_fill_kernel(T* out, int64_t n, uint64_t seed, float mean,
     for (int k = 0; k < 4; ++k) s += float(mix(base + k)) * (1.0f / 4294967296.0f);
     float z = (s - 2.0f) * 1.7320508f;  // sum of 4 U(0,1): mean 2, variance 1/3
     float v = mean + sd * z;
-    if constexpr (std::is_same_v<T, float>) out[i] = v;
-    else if constexpr (std::is_same_v<T, __nv_bfloat16>) out[i] = __float2bfloat16_rn(v);
-    else out[i] = __float2half_rn(v);
+    out[i] = cuda_convert::from_f32<T>(v);
   }
 }
 
