@@ -31,8 +31,8 @@ void run_case(const Case& c, bool separate = false) {
     if (separate) {
       ws2.reserve(T, S, Hq, D, opt.max_splits);
       PagedAttentionOptions pre = opt, dec = opt;
-      pre.only_decode = 0;
-      dec.only_decode = 1;
+      pre.sequences = SeqFilter::kPrefill;
+      dec.sequences = SeqFilter::kDecode;
       plan_paged_attention(info, Hq, Hk, D, cs.dtype, pre, ws, nullptr);
       plan_paged_attention(info, Hq, Hk, D, cs.dtype, dec, ws2, nullptr);
       run_paged_attention(p, ws, nullptr);
@@ -111,10 +111,10 @@ TEST(PagedAttentionGpu, DecodeSplitKv) {
 // sequence a single unsplit decode row group. Checked on the plan, then the computed-item batch on the GPU.
 TEST(PagedAttentionGpu, DecodeComputedWorkItems) {
   SKIP_WITHOUT_GPU();
-  auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, int only_decode) {
+  auto plans_identity = [](const AttentionBatchInfo& info, int num_sms, SeqFilter sequences) {
     PagedAttentionOptions opt;
     opt.num_sms = num_sms;
-    opt.only_decode = only_decode;
+    opt.sequences = sequences;
     PagedAttentionWorkspace ws;
     int tokens = 0;
     for (int q : info.query_lens) tokens += q;
@@ -122,10 +122,11 @@ TEST(PagedAttentionGpu, DecodeComputedWorkItems) {
     plan_paged_attention(info, 32, 8, 128, DType::kBF16, opt, ws, nullptr);
     return ws.work_is_seq;
   };
-  EXPECT_TRUE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 8, -1));   // 24 row groups on 8 SMs: no split
-  EXPECT_FALSE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 132, -1));  // split KV: several items per sequence
-  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, -1));  // a prefill chunk: 64-row tiles
-  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, 1));   // decode-only launch skips sequence 1
+  constexpr SeqFilter kAll = SeqFilter::kAll;
+  EXPECT_TRUE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 8, kAll));    // 24 row groups on 8 SMs: no split
+  EXPECT_FALSE(plans_identity({{1, 1, 1}, {900, 40, 3000}}, 132, kAll));  // split KV: several items per sequence
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, kAll));    // a prefill chunk: 64-row tiles
+  EXPECT_FALSE(plans_identity({{1, 9, 1}, {900, 40, 3000}}, 8, SeqFilter::kDecode));  // skips sequence 1
   Case c;
   c.query_lens = std::vector<int>(160, 1);  // 160 x 8 row groups on the GPU's SMs: one unsplit item each
   c.num_q_heads = 32;

@@ -42,7 +42,7 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <typename T, int D>
-void launch(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
+void launch(const PagedAttentionParams& p, int cache_blocks, const int4* work, int num_items, const KvStage* stage,
             cudaStream_t stream) {
   using Tr = Fa3Traits<D>;
   static std::once_flag once;
@@ -62,7 +62,7 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cons
   // allocation's when known, else the addressable maximum (block ids come from the block table, which the
   // engine keeps in range).
   const uint64_t blocks = stage ? uint64_t(stage->count)
-                          : p.num_blocks > 0 ? uint64_t(p.num_blocks)
+                          : cache_blocks > 0 ? uint64_t(cache_blocks)
                                              : (uint64_t(1) << 31) / uint64_t(p.block_size);
   const uint64_t row_bytes = uint64_t(2) * D * 2;
   // TMA loads of whole tiles when every cache block holds whole tiles or the KV is staged (a sequence's
@@ -100,12 +100,12 @@ void launch(const PagedAttentionParams& p, const int4* work, int num_items, cons
 }
 
 template <typename T>
-void launch_typed(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
-                  cudaStream_t stream) {
+void launch_typed(const PagedAttentionParams& p, int cache_blocks, const int4* work, int num_items,
+                  const KvStage* stage, cudaStream_t stream) {
   switch (p.head_size) {
-    case 64: launch<T, 64>(p, work, num_items, stage, stream); return;
-    case 128: launch<T, 128>(p, work, num_items, stage, stream); return;
-    case 256: launch<T, 256>(p, work, num_items, stage, stream); return;
+    case 64: launch<T, 64>(p, cache_blocks, work, num_items, stage, stream); return;
+    case 128: launch<T, 128>(p, cache_blocks, work, num_items, stage, stream); return;
+    case 256: launch<T, 256>(p, cache_blocks, work, num_items, stage, stream); return;
     default: PAGODA_CHECK(false, "the FA3 prefill kernel has no head size ", p.head_size);
   }
 }
@@ -127,15 +127,15 @@ Fa3Tile fa3_tile(int head_size) {
   return {Fa3Traits<256>::kBlockM, Fa3Traits<256>::kBlockN};
 }
 
-void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
-                        cudaStream_t stream) {
+void launch_fa3_prefill(const PagedAttentionParams& p, int cache_blocks, const int4* work, int num_items,
+                        const KvStage* stage, cudaStream_t stream) {
   PAGODA_CHECK(stage != nullptr || p.kv_dtype == p.dtype,
                "the FA3 prefill kernel reads a KV cache in the model dtype (fp8 KV is staged first)");
   PAGODA_CHECK(stage != nullptr || p.block_size % 16 == 0,
                "the FA3 prefill kernel needs a block size that is a multiple of 16, got ", p.block_size);
   PAGODA_CHECK(p.alibi_slopes == nullptr, "the FA3 prefill kernel has no ALiBi (FA2 serves it)");
-  if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, work, num_items, stage, stream);
-  else if (p.dtype == DType::kF16) launch_typed<__half>(p, work, num_items, stage, stream);
+  if (p.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(p, cache_blocks, work, num_items, stage, stream);
+  else if (p.dtype == DType::kF16) launch_typed<__half>(p, cache_blocks, work, num_items, stage, stream);
   else PAGODA_CHECK(false, "the FA3 prefill kernel runs bf16 and fp16, not ", dtype_name(p.dtype));
 }
 

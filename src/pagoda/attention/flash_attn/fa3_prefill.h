@@ -21,8 +21,9 @@ struct Fa3Tile {
 Fa3Tile fa3_tile(int head_size);
 
 // One CTA per (work item, query head); work[i] = {seq, m_block, q_start, q_len}. stage: null to read the
-// paged cache of p (KV in the model dtype), or the staged copy of this step's context (kv_stage.h).
-void launch_fa3_prefill(const PagedAttentionParams& p, const int4* work, int num_items, const KvStage* stage,
-                        cudaStream_t stream);
+// paged cache of p (KV in the model dtype; cache_blocks blocks, 0: unknown), or the staged copy of this
+// step's context (kv_stage.h).
+void launch_fa3_prefill(const PagedAttentionParams& p, int cache_blocks, const int4* work, int num_items,
+                        const KvStage* stage, cudaStream_t stream);
 
 }  // namespace pagoda::flash_attn_detail

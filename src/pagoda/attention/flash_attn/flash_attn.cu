@@ -144,7 +144,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
       PAGODA_CUDA_OK(cudaMemcpyAsync(ws.fa3_work, ws.fa3_host, sizeof(int4) * size_t(ws.fa3_items),
                                      cudaMemcpyHostToDevice, stream));
       ws.fa3_only = !any_decode;
-      fa2.only_decode = 1;
+      fa2.sequences = SeqFilter::kDecode;
     }
   }
   if (ws.fa3_only) {
@@ -168,8 +168,8 @@ void run_flash_attention(const PagedAttentionParams& p, const FlashAttnWorkspace
       st.count = ws.stage_count;
       flash_attn_detail::launch_kv_stage(p, st, stream);
     }
-    flash_attn_detail::launch_fa3_prefill(p, reinterpret_cast<const int4*>(ws.fa3_work), ws.fa3_items,
-                                          stage ? &st : nullptr, stream);
+    flash_attn_detail::launch_fa3_prefill(p, ws.cache_blocks, reinterpret_cast<const int4*>(ws.fa3_work),
+                                          ws.fa3_items, stage ? &st : nullptr, stream);
   }
   if (ws.fa2.num_work_items > 0) run_paged_attention(p, ws.fa2, stream);
 }

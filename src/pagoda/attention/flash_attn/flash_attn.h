@@ -53,6 +53,10 @@ class FlashAttnWorkspace {
   // tokens = 0 frees it (no staging: block-16 steps gather pages, fp8 prefill runs FA2).
   void reserve_kv_stage(int tokens, int max_seqs, int num_kv_heads, int head_size, DType dtype);
 
+  // Blocks of the KV cache allocation that run_flash_attention reads (0: unknown): the bound of the FA3
+  // kernel's tensor map over the cache. Set by the caller once the cache is allocated.
+  int cache_blocks = 0;
+
   PagedAttentionWorkspace fa2;  // every sequence, or only the decode sequences when fa3_items > 0
   int fa3_items = 0;            // query tiles of the FA3 prefill kernel this step (0: FA3 kernel not launched)
   int* fa3_work = nullptr;      // device: per tile {seq, m_block, q_start, q_len}

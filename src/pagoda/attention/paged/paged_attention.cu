@@ -223,6 +223,16 @@ int shortest_split_path(long groups, double slots, int kv_tiles, int cap) {
     if (path(s) <= 1.02 * best) return s;
   return 1;
 }
+
+// True when a plan for `filter` covers a sequence of `q_len` query tokens.
+bool covers(SeqFilter filter, int q_len) {
+  switch (filter) {
+    case SeqFilter::kAll: return true;
+    case SeqFilter::kDecode: return q_len == 1;
+    case SeqFilter::kPrefill: return q_len != 1;
+  }
+  return true;
+}
 }  // namespace
 
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits) {
@@ -248,8 +258,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int max_ctx = 0;
   bool all_decode = true;  // every tile has <= 16 query rows: the decode-only kernel runs
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    if (!covers(opt.sequences, batch.query_lens[s])) continue;
     tiles += (long(batch.query_lens[s]) * G + kBlockM - 1) / kBlockM;
     max_ctx = std::max(max_ctx, batch.seq_lens[s]);
     all_decode = all_decode && batch.query_lens[s] * G <= 16;
@@ -276,8 +285,7 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   int n = 0;
   int4* items = reinterpret_cast<int4*>(ws.host_work);
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
-    if (opt.only_decode == 1 && batch.query_lens[s] != 1) continue;
-    if (opt.only_decode == 0 && batch.query_lens[s] == 1) continue;
+    if (!covers(opt.sequences, batch.query_lens[s])) continue;
     int rows = batch.query_lens[s] * G;
     for (int r = 0; r < rows; r += kBlockM) {
       for (int sp = 0; sp < splits; ++sp) {

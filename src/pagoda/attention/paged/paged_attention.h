@@ -41,7 +41,6 @@ struct PagedAttentionParams {
   int block_size = 16;
   int block_size_log2 = -1;  // log2(block_size) when a power of two (set by run_paged_attention)
   int max_blocks_per_seq = 0;
-  int num_blocks = 0;  // blocks in the cache allocation (0: unknown; bounds the FA3 kernel's tensor map)
   const int* query_start_loc = nullptr;
   const int* seq_lens = nullptr;
   const int* block_tables = nullptr;
@@ -108,11 +107,19 @@ constexpr int kDecodeCtasPerSm = 3;
 // The split-count sweeps behind these rules are in docs/flash-attn-notes.md.
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
 
+// The sequences of a step that one plan covers, by query length: a caller that launches a step's decode
+// tokens and its prefill chunks separately plans each with its own workspace.
+enum class SeqFilter {
+  kAll,
+  kDecode,   // query length 1
+  kPrefill,  // every other query length
+};
+
 struct PagedAttentionOptions {
   int num_sms = 132;
   int max_splits = 64;        // upper bound on KV splits (fixed under CUDA-graph capture)
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
-  int only_decode = -1;       // -1: every sequence; 1: decode sequences (q_len 1) only; 0: prefill only
+  SeqFilter sequences = SeqFilter::kAll;
   bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
   // SM 9.0: the KV splits of a decode step's row group run as one thread-block cluster and merge through
   // distributed shared memory inside the decode kernel, when all the step's clusters fit the GPU at once

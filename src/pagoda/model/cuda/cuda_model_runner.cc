@@ -116,8 +116,8 @@ struct CudaModelRunner::Attention {
       return;
     }
     PagedAttentionOptions pre = o, dec = o;
-    pre.only_decode = 0;
-    dec.only_decode = 1;
+    pre.sequences = SeqFilter::kPrefill;
+    dec.sequences = SeqFilter::kDecode;
     plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, pre, triton, stream);
     plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, dec, triton_decode, stream);
   }
@@ -441,6 +441,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   // NaN bit pattern would still poison O), so every slot holds a finite value from the start.
   PAGODA_CUDA_CHECK(cudaMemset(m.kv.data(), 0, m.kv_layer_bytes * c.num_layers));
   cache_.num_blocks = blocks;
+  m.attention.flash.cache_blocks = int(blocks);
   cache_.block_size = options.block_size;
   cache_.dtype = options.kv_dtype;
   cache_.k_scale = options.k_scale;
@@ -596,7 +597,6 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Attention& attenti
     ap.head_size = D;
     ap.block_size = bs;
     ap.max_blocks_per_seq = m.max_blocks_cap;  // block tables are uploaded with this row stride
-    ap.num_blocks = int(cache_.num_blocks);
     ap.query_start_loc = d_qsl;
     ap.seq_lens = d_sl;
     ap.block_tables = d_bt;
