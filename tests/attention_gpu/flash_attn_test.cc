@@ -39,6 +39,7 @@ class FlashAttnGpu : public ::testing::TestWithParam<Mode> {
       }
       opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
       opt.cluster_merge = cs.cluster_merge;
+      opt.batch_invariant = cs.batch_invariant;
       FlashAttnWorkspace ws;
       ws.reserve(p.num_tokens, p.num_seqs, p.num_q_heads, p.head_size, opt.max_splits);
       if (stage) {
@@ -225,6 +226,35 @@ TEST_P(FlashAttnGpu, Fp8KvCache) {
     chunk.dtype = t;
     chunk.kv_dtype = DType::kF8E4M3;
     run_case(chunk);
+  }
+}
+
+// The batch-invariant plan against the reference: the FA2 plan with one KV split and no decode-only kernel
+// (forced splits ignored), and fp8 KV never staged (version 3 runs its fp8 prefill chunks on FA2); 16-bit
+// prefill chunks still run FA3, staged or gathered. attention_batch_invariance_gpu_test checks the
+// invariance itself.
+TEST_P(FlashAttnGpu, BatchInvariantPlan) {
+  SKIP_WITHOUT_GPU();
+  Case mixed;
+  mixed.query_lens = {1, 1, 129, 1, 17, 1, 7};
+  mixed.seq_lens = {1, 4099, 513, 33, 17, 700, 100};
+  Case decode;
+  decode.query_lens = {1, 1, 1};
+  decode.seq_lens = {4099, 1, 1000};
+  decode.num_q_heads = 32;
+  decode.num_kv_heads = 8;
+  Case chunk;  // a chunk of 300 after 700 cached tokens
+  chunk.query_lens = {300};
+  chunk.seq_lens = {1000};
+  for (Case c : {mixed, decode, chunk}) {
+    c.batch_invariant = true;
+    for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+      c.kv_dtype = kv;
+      c.force_splits = 0;
+      run_case(c);
+      c.force_splits = 8;
+      run_case(c);
+    }
   }
 }
 

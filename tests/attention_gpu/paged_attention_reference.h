@@ -59,6 +59,7 @@ struct Case {
   int launches = 1;       // > 1: relaunch with the output poisoned again, as a replayed decode step would
   int check_every = 1;    // reference on every n-th query token (long prefills)
   int q_pad = 0;          // extra elements after each token's q (q as a slice of a fused qkv row)
+  bool batch_invariant = false;  // the planner's batch-invariant rule (one KV split, no decode-only kernel)
   unsigned seed = 1;
 };
 
@@ -79,6 +80,7 @@ inline std::string describe(const Case& c) {
   if (c.layout == KvLayout::kHND) s += " HND";
   if (c.q_pad > 0) s += " strided-q";
   if (!c.causal) s += " non-causal";
+  if (c.batch_invariant) s += " batch-invariant";
   return s;
 }
 

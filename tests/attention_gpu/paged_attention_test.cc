@@ -26,6 +26,7 @@ void run_case(const Case& c, bool separate = false) {
     opt.in_kernel_merge_min_splits = cs.merge_in_kernel_from;
     opt.cluster_merge = cs.cluster_merge;
     opt.fp8_kv = dtype_is_fp8(cs.kv_dtype);
+    opt.batch_invariant = cs.batch_invariant;
     PagedAttentionWorkspace ws, ws2;
     ws.reserve(T, S, Hq, D, opt.max_splits);
     if (separate) {
@@ -214,6 +215,37 @@ TEST(PagedAttentionGpu, Float32AndOddHeadSizes) {
   odd.dtype = odd.kv_dtype = DType::kF16;
   odd.head_size = 44;
   run_case(odd);
+}
+
+// The batch-invariant plan (one KV split; decode tiles in the general kernel, not the decode-only one)
+// against the reference: a mixed step, a decode-only step (which the default rule splits and gives the
+// decode kernel), with forced splits that the rule ignores, fp8 KV, prefill and decode planned separately,
+// and fp32 (the CUDA-core kernel). attention_batch_invariance_gpu_test checks the invariance itself.
+TEST(PagedAttentionGpu, BatchInvariantPlan) {
+  SKIP_WITHOUT_GPU();
+  Case mixed;
+  mixed.query_lens = {1, 1, 129, 1, 17, 1, 7};
+  mixed.seq_lens = {1, 4099, 513, 33, 17, 700, 100};
+  Case decode;
+  decode.query_lens = {1, 1, 1};
+  decode.seq_lens = {4099, 1, 1000};
+  decode.num_q_heads = 32;
+  decode.num_kv_heads = 8;
+  for (Case c : {mixed, decode}) {
+    c.batch_invariant = true;
+    for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+      c.kv_dtype = kv;
+      c.force_splits = 0;
+      run_case(c);
+      c.force_splits = 8;
+      run_case(c);
+    }
+    c.kv_dtype = c.dtype;
+    c.force_splits = 0;
+    run_case(c, /*separate=*/true);
+    c.dtype = c.kv_dtype = DType::kF32;
+    run_case(c);
+  }
 }
 
 TEST(PagedAttentionGpu, SlidingWindowSoftcapAlibiSinksHnd) {

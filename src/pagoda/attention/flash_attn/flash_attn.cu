@@ -107,6 +107,7 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
   fa2.in_kernel_merge_min_splits = options.in_kernel_merge_min_splits;
   fa2.cluster_merge = options.cluster_merge;
   fa2.fp8_kv = dtype_is_fp8(kv_dtype);
+  fa2.batch_invariant = options.batch_invariant;
   ws.fa3_items = 0;
   ws.fa3_only = false;
   ws.stage_count = 0;
@@ -114,7 +115,10 @@ void plan_flash_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
              flash_attn_fa3_serves(head_size, dtype, kv_dtype, alibi);
   // Staged when a staging buffer exists and the context fits (the run decides whether the step needs it:
   // fp8 KV always, 16-bit KV when the blocks do not hold whole tiles); fp8 KV that is not staged -> FA2.
-  if (fa3 && !plan_kv_stage(batch, ws, stream) && kv_dtype != dtype) fa3 = false;
+  // Batch-invariant plans do not stage fp8 KV (FlashAttnOptions::batch_invariant).
+  const bool fp8 = kv_dtype != dtype;
+  if (fa3 && fp8 && options.batch_invariant) fa3 = false;
+  if (fa3 && !plan_kv_stage(batch, ws, stream) && fp8) fa3 = false;
   if (fa3) {
     // Prefill chunks (query length > 1) -> FA3 tiles of 128 query tokens (192 at head 64), the most KV work
     // first so the long causal tiles do not trail; decode tokens -> the FA2 decode plan.

@@ -1,11 +1,11 @@
 // FLASH_ATTN: pagoda's FlashAttention kernels over the paged KV cache (NHD; HND when forced).
 //
 // Two versions, resolved by the selector (spec §6.1) and passed in FlashAttnOptions::version:
-//   FA2 (SM 8.0+): the FlashAttention-2 algorithm on mma.sync/ldmatrix/cp.async tiles: varlen causal
-//       prefill and decode with split-KV + log-sum-exp merge, GQA packing, sliding window, soft-cap,
-//       ALiBi, sinks, head sizes up to 256 (instantiated 32/64/128/256, others run the next one up
-//       with masked loads), bf16/fp16 with KV in the model dtype or fp8. These are the tensor-core kernels
-//       that TRITON_ATTN also runs (triton_attn/), planned the same way.
+//   FA2 (SM 8.0+): the paged-attention family of paged/ (paged_attention.h), which TRITON_ATTN runs too:
+//       the FlashAttention-2 algorithm on mma.sync/ldmatrix/cp.async tiles, varlen causal prefill and
+//       decode with split-KV + log-sum-exp merge, GQA packing, sliding window, soft-cap, ALiBi, sinks, head
+//       sizes up to 256 (instantiated 32/64/128/256, others run the next one up with masked loads),
+//       bf16/fp16 with KV in the model dtype or fp8. FLASH_ATTN plans it with plan_paged_attention.
 //   FA3 (SM 9.0, kernels compiled for sm_90a): prefill chunks (query length > 1) run a
 //       FlashAttention-3-class kernel (fa3_prefill_kernel.cuh): a producer warpgroup and two consumer
 //       warpgroups (warp specialization, ping-pong between the consumers, the next tile's S = Q K^T issued
@@ -19,8 +19,9 @@
 //       tokens, other head sizes, ALiBi, fp8 KV that does not fit the buffer) runs the FA2 kernels in the
 //       same step.
 //
-// Host side as TRITON_ATTN: plan once per step (may upload a work list), run() only launches, so a
-// decode step can be captured in a CUDA graph.
+// Host side as the paged family's: plan once per step (may upload a work list), run() only launches, so a
+// decode step can be captured in a CUDA graph. What is FLASH_ATTN's alone lives here: the FA3 prefill kernel
+// (fa3_prefill.h), KV staging (kv_stage.h) and version resolution (fa_version.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,6 +37,16 @@ struct FlashAttnOptions {
   bool force_splits = false;  // exactly max_splits (graph capture)
   int in_kernel_merge_min_splits = 0;  // see PagedAttentionOptions (0: the separate merge kernel)
   bool cluster_merge = true;           // see PagedAttentionOptions (SM 9.0 decode splits merge in clusters)
+  // Batch invariance: a sequence's output is bitwise the same whatever else the step holds. The FA2 plan
+  // gets PagedAttentionOptions::batch_invariant (one KV split, no decode-only kernel), and fp8 KV is never
+  // staged, so fp8 prefill chunks run FA2: whether a step's context fits the staging buffer depends on the
+  // whole step, and a staged fp8 chunk runs FA3 where an unstaged one runs FA2. Which kernel a sequence
+  // runs then depends on its own query length alone (FA3: > 1, 16-bit KV, an FA3 layer shape). 16-bit KV
+  // may still stage: the staged copy holds the same values, and the FA3 kernel computes the same tiles
+  // (kBlockN keys, last tile first, the same wgmma and softmax code) whether they arrive by TMA or by the
+  // cp.async gather; only keys past the context differ (zeros, or what the cache holds), and those are
+  // masked to P = 0 -- PRECOND: the cache holds finite values there (0 x NaN would not vanish).
+  bool batch_invariant = false;
 };
 
 class FlashAttnWorkspace {

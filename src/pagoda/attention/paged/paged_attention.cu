@@ -1,5 +1,5 @@
-// TRITON_ATTN host side: planning, the split-KV merge, the CUDA-core kernel for fp32 and head sizes the
-// tensor-core kernel does not take, and dispatch.
+// The paged-attention family's host side (paged_attention.h): planning, the split-KV merge kernel, the
+// CUDA-core kernel for fp32 and head sizes the tensor-core kernel does not take, and dispatch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -247,11 +247,10 @@ int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv
   return shortest_split_path(row_groups, slots, max_kv_tiles, cap);
 }
 
-void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
-                          const PagedAttentionOptions& opt, PagedAttentionWorkspace& ws, cudaStream_t stream) {
+PagedWorkPlan plan_paged_work(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads,
+                              const PagedAttentionOptions& opt, const PagedWorkLimits& limits, int4* items) {
   PAGODA_CHECK(batch.query_lens.size() == batch.seq_lens.size(), "query_lens and seq_lens differ in length");
   PAGODA_CHECK(num_q_heads % num_kv_heads == 0, "num_q_heads ", num_q_heads, " not a multiple of num_kv_heads ", num_kv_heads);
-  PAGODA_CHECK(head_size <= kMaxFallbackHead, "head_size ", head_size, " > ", kMaxFallbackHead);
   const int G = num_q_heads / num_kv_heads;
   // Split KV when the query tiles alone would leave most SMs idle (decode, small batches, long context).
   long tiles = 0;
@@ -264,9 +263,12 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     all_decode = all_decode && batch.query_lens[s] * G <= 16;
   }
   tiles *= num_kv_heads;
-  all_decode = all_decode && tiles > 0;
+  // Batch invariance (PagedAttentionOptions::batch_invariant): the general kernel, one split.
+  all_decode = all_decode && tiles > 0 && !opt.batch_invariant;
   int splits = 1;
-  if (opt.force_splits) {
+  if (opt.batch_invariant) {
+    splits = 1;
+  } else if (opt.force_splits) {
     splits = opt.max_splits;
   } else if (all_decode) {
     splits = decode_kv_splits(tiles, (max_ctx + 63) / 64, opt.num_sms, opt.fp8_kv, opt.max_splits);
@@ -278,18 +280,17 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     const int cap = std::max(1, std::min(opt.max_splits, kv_tiles / 4));
     if (double(tiles) < 4 * slots) splits = shortest_split_path(tiles, slots, kv_tiles, cap);
   }
-  splits = std::max(1, std::min(splits, ws.max_splits));
+  splits = std::max(1, std::min(splits, limits.max_splits));
   long step_tokens = 0;  // token ids index the split partials: a step may split only within split_tokens
   for (int q : batch.query_lens) step_tokens += q;
-  if (step_tokens > ws.split_tokens) splits = 1;
+  if (step_tokens > limits.split_tokens) splits = 1;
   int n = 0;
-  int4* items = reinterpret_cast<int4*>(ws.host_work);
   for (size_t s = 0; s < batch.query_lens.size(); ++s) {
     if (!covers(opt.sequences, batch.query_lens[s])) continue;
     int rows = batch.query_lens[s] * G;
     for (int r = 0; r < rows; r += kBlockM) {
       for (int sp = 0; sp < splits; ++sp) {
-        PAGODA_CHECK(n < ws.capacity_items, "attention work list overflow: reserve() a larger workspace");
+        PAGODA_CHECK(n < limits.capacity, "attention work list overflow: reserve() a larger workspace");
         items[n++] = make_int4(int(s), r, sp, splits);
       }
     }
@@ -306,15 +307,32 @@ void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int 
     };
     std::stable_sort(items, items + n, [&](const int4& a, const int4& b) { return cost(a) > cost(b); });
   }
-  ws.num_work_items = n;
-  ws.num_splits = splits;
-  ws.all_decode = all_decode && n > 0;
-  ws.split_needs_merge = splits > 1;
-  ws.merge_in_kernel =
-      ws.all_decode && opt.in_kernel_merge_min_splits > 0 && splits >= opt.in_kernel_merge_min_splits;
-  ws.merge_in_cluster = ws.all_decode && splits > 1 && opt.cluster_merge;
+  PagedWorkPlan plan;
+  plan.num_items = n;
+  plan.num_splits = splits;
+  plan.all_decode = all_decode && n > 0;
+  plan.merge_in_kernel =
+      plan.all_decode && opt.in_kernel_merge_min_splits > 0 && splits >= opt.in_kernel_merge_min_splits;
+  plan.merge_in_cluster = plan.all_decode && splits > 1 && opt.cluster_merge;
   // Every sequence one unsplit row group: item i is {i, 0, 0, 1}, which the kernels compute (cta_work).
-  ws.work_is_seq = ws.all_decode && splits == 1 && n == int(batch.query_lens.size());
+  plan.work_is_seq = plan.all_decode && splits == 1 && n == int(batch.query_lens.size());
+  return plan;
+}
+
+void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size, DType dtype,
+                          const PagedAttentionOptions& opt, PagedAttentionWorkspace& ws, cudaStream_t stream) {
+  PAGODA_CHECK(head_size <= kMaxFallbackHead, "head_size ", head_size, " > ", kMaxFallbackHead);
+  const PagedWorkLimits limits{ws.max_splits, ws.split_tokens, ws.capacity_items};
+  const PagedWorkPlan plan =
+      plan_paged_work(batch, num_q_heads, num_kv_heads, opt, limits, reinterpret_cast<int4*>(ws.host_work));
+  ws.num_work_items = plan.num_items;
+  ws.num_splits = plan.num_splits;
+  ws.all_decode = plan.all_decode;
+  ws.split_needs_merge = plan.num_splits > 1;
+  ws.merge_in_kernel = plan.merge_in_kernel;
+  ws.merge_in_cluster = plan.merge_in_cluster;
+  ws.work_is_seq = plan.work_is_seq;
+  const int n = plan.num_items;
   if (n > 0) PAGODA_CUDA_OK(cudaMemcpyAsync(ws.work, ws.host_work, sizeof(int4) * n, cudaMemcpyHostToDevice, stream));
 }
 

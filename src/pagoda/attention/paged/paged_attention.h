@@ -1,8 +1,15 @@
-// TRITON_ATTN: pagoda's portable unified paged-attention kernels (CUDA C++; the name is vLLM's).
+// The FA2-class paged-attention kernel family: FlashAttention-2 over the paged KV cache, the kernels that
+// TRITON_ATTN runs and that FLASH_ATTN runs as its version 2 (and, under version 3, for everything its FA3
+// prefill kernel does not take). This header is the family's whole interface; the backends' folders hold
+// their declarations and runners.
 //
-// One launch serves a batch that mixes prefill chunks and decode tokens over the paged KV cache. Host
-// side: plan() turns the step's sequence lengths into a work list (query tiles x KV splits) once per
-// step; run() only launches (no allocation, no sync), so a decode step can be captured in a CUDA graph.
+// One launch serves a batch that mixes prefill chunks and decode tokens. Kernels: a tensor-core kernel
+// (mma.sync m16n8k16, bf16/fp16, head sizes that are multiples of 8 up to 256; paged_attention_kernel.cuh)
+// with a decode-only instantiation for steps whose every tile has at most 16 query rows, a CUDA-core kernel
+// for fp32 and the other head sizes, and the split-KV merge (split_kv_merge.cuh). Host side:
+// plan_paged_attention turns the step's sequence lengths into a work list (query tiles x KV splits) once per
+// step; run_paged_attention only launches (no allocation, no sync), so a decode step can be captured in a
+// CUDA graph.
 //
 // Shapes and layouts:
 //   q, out      [num_tokens, num_q_heads, head_size]      dtype (bf16, fp16 or fp32)
@@ -102,9 +109,8 @@ constexpr int kDecodeCtasPerSm = 3;
 //   each split keeps at least 2 tiles.
 // - fp8 KV: the conversion makes CTAs, not bytes in flight, the unit of throughput: while groups < 2 waves
 //   of 3 CTAs per SM, the split count with the shortest critical path in waves x (tiles per split + a CTA's
-//   fixed cost), the fewest within 2%; at most 32 splits (more merge work than fill gained, measured) and at
-//   least 2 tiles per split.
-// The split-count sweeps behind these rules are in docs/flash-attn-notes.md.
+//   fixed cost), the fewest within 2%; at most 32 splits (past that the merge costs more than the fill
+//   gains) and at least 2 tiles per split.
 int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
 
 // The sequences of a step that one plan covers, by query length: a caller that launches a step's decode
@@ -123,19 +129,45 @@ struct PagedAttentionOptions {
   bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
   // SM 9.0: the KV splits of a decode step's row group run as one thread-block cluster and merge through
   // distributed shared memory inside the decode kernel, when all the step's clusters fit the GPU at once
-  // (H200: up to 7 clusters of 16, 15 of 8, 30 of 4, 66 of 2 at one CTA per SM); otherwise, and before
-  // SM 9.0, the separate merge kernel runs. Saves that kernel's ~2-3 us boundary (1 x 1k 0.011 -> 0.009 ms,
-  // 8 x 4k 0.041 -> 0.038, H200, docs/flash-attn-notes.md). false: always the merge kernel (A/B runs).
+  // (one CTA per SM); otherwise, and before SM 9.0, the separate merge kernel runs. Saves the boundary of
+  // that second kernel. false: always the merge kernel (A/B runs).
   bool cluster_merge = true;
   // Decode steps with at least this many KV splits (> 0) merge them inside the decode kernel: in clusters
   // on SM 9.0 (as cluster_merge), in the last CTA of a row group before; otherwise the separate merge kernel
-  // runs. 0 (the default): the last-CTA merge is off -- on the H200 the separate kernel measured as fast or
-  // faster at every split count, and the last-CTA instantiation's key loop ran 20-25% slower.
+  // runs. 0 (the default): the last-CTA merge is off -- its instantiation carries the merge code in the
+  // decode kernel, whose key loop then runs slower than the separate merge kernel costs.
   int in_kernel_merge_min_splits = 0;
+  // Batch invariance: a sequence's output is bitwise the same whatever else the step holds. The plan then
+  // runs every tile unsplit (one KV split, whatever force_splits and max_splits say: the split count is a
+  // function of the whole step) and never the decode-only kernel (whether it runs depends on every tile of
+  // the step, and it is a different instantiation): each tile runs the general kernel (tensor-core, or
+  // CUDA-core for fp32 and other head sizes), whose arithmetic for a tile depends only on that tile's
+  // sequence. The order of the work list still depends on the step; it decides which CTA runs a tile, not
+  // what the tile computes. Costs decode steps their KV splits and the decode kernel's occupancy.
+  bool batch_invariant = false;
 };
 
-// Builds the work list for this step and uploads it (async on `stream`). Needs num_q_heads/num_kv_heads
-// and head_size of the layer.
+// The host half of plan_paged_attention: the step's work list and what the launch needs to know of it,
+// computed without a device (so the planner's rules are testable on any machine).
+struct PagedWorkLimits {
+  int max_splits = 1;    // the workspace's (reserve)
+  int split_tokens = 0;  // the workspace's: steps of more tokens run unsplit
+  int capacity = 0;      // room in `items`
+};
+struct PagedWorkPlan {
+  int num_items = 0;  // work items, one CTA each per KV head
+  int num_splits = 1;
+  bool all_decode = false;        // every tile has <= 16 query rows: the decode-only kernel runs
+  bool merge_in_kernel = false;   // see PagedAttentionWorkspace
+  bool merge_in_cluster = false;
+  bool work_is_seq = false;
+};
+// Writes items[0 .. num_items): {seq, row_start, split, num_splits} per work item.
+PagedWorkPlan plan_paged_work(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads,
+                              const PagedAttentionOptions& options, const PagedWorkLimits& limits, int4* items);
+
+// Builds the work list for this step (plan_paged_work) and uploads it (async on `stream`). Needs
+// num_q_heads/num_kv_heads and head_size of the layer.
 void plan_paged_attention(const AttentionBatchInfo& batch, int num_q_heads, int num_kv_heads, int head_size,
                           DType dtype, const PagedAttentionOptions& options, PagedAttentionWorkspace& ws,
                           cudaStream_t stream);
