@@ -7,8 +7,8 @@
 // The producer loads the kBlockM x D query tile with TMA, then every KV tile of kBlockN keys into a stage:
 // with TMA bulk tensor loads (one box of kBlockN rows per 64-column chunk) when every cache block holds
 // whole tiles (or the KV is staged: a sequence's staged blocks are consecutive, so a tile may straddle
-// two), else gathered 16-token page by page with cp.async by the 128 producer threads (a TMA box
-// per 16-token page measured 40% slower: the small boxes, not the bytes, limit TMA). Either way the tile
+// two), else gathered 16-token page by page with cp.async by the 128 producer threads (not a TMA box per
+// 16-token page: the number of small boxes, not the bytes, would limit TMA). Either way the tile
 // completes on its stage's mbarrier (k_full/v_full).
 // Consumers run S = Q K^T with wgmma (both operands in shared memory, K-major, 128-byte swizzle), the
 // online softmax in registers (fp32, exp2; the running maxima and O move only when a row's maximum grows by

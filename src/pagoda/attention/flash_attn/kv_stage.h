@@ -3,8 +3,9 @@
 // contiguous buffer in the model dtype, laid out as a cache of kStageBlock-token blocks with each sequence in
 // consecutive blocks; the FA3 kernel then reads whole tiles by TMA (its fast path) instead of gathering
 // 16-token pages, and fp8 KV reaches it already widened (exactly: every e4m3/e5m2 value is a bf16 and an
-// fp16 value; k_scale/v_scale are applied by the kernel). The copy moves each context byte twice more
-// (~2% of a 4 x 8192 causal prefill on the H200); steps whose context does not fit the buffer are not staged.
+// fp16 value; k_scale/v_scale are applied by the kernel). The copy moves each context byte twice more (a
+// read and a write, small beside a causal prefill's compute); steps whose context does not fit the buffer
+// are not staged.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-// PRIVATE to paged/: what the TRITON_ATTN kernels (tensor-core, CUDA-core, split merge) receive, and
+// PRIVATE to paged/: what the paged-attention kernels (tensor-core, CUDA-core, split merge) receive, and
 // the decoding of a CTA's work item.
 #pragma once
 

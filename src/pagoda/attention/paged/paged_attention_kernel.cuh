@@ -1,4 +1,4 @@
-// PRIVATE to paged/: the tensor-core unified paged-attention kernel (FlashAttention-2 algorithm:
+// PRIVATE to paged/: the tensor-core paged-attention kernel (FlashAttention-2 algorithm:
 // mma.sync m16n8k16, ldmatrix, cp.async double buffering, online softmax in fp32).
 //
 // One CTA (4 warps, 128 threads) computes a tile of 64 "rows" of one sequence and one KV head, a row being
@@ -112,8 +112,8 @@ struct Smem {
   static constexpr bool kFp8 = !std::is_same_v<Kv, KvSame>;
   // cp.async pipeline depth: 3 stages while two CTAs still fit an SM (D <= 128), else 2. The fp8 decode
   // kernel keeps 2 so that three CTAs share an SM: its in-kernel conversion makes it the CTA count, not
-  // the bytes in flight, that sets its rate (H200: 3 stages at 2 CTAs/SM took 0.097 vs 0.068 ms at 16x4k,
-  // while 16-bit KV gained from 3 stages, e.g. 64x2k 0.147 -> 0.135 ms).
+  // the bytes in flight, that sets its rate, while 16-bit KV, bound by the bytes in flight, gains from the
+  // third stage.
   static constexpr int kStages = (D <= 128 && !(kDecodeOnly && kFp8)) ? 3 : 2;
   // CTAs of the decode-only kernel per SM that its launch bounds promise (registers <= 65536 / (128 x it)).
   static constexpr int kDecodeCtasPerSm = kFp8 ? 3 : 2;
@@ -649,8 +649,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const KernelA
 // kMergeSplits: the kernel merges its KV splits. On SM 9.0 it is launched in clusters of one row group's
 // splits, which merge through distributed shared memory (cluster_merge_splits); before SM 9.0 the last CTA
 // of each row group merges the global partials (last_split_merges). A separate instantiation, because the
-// merge code in the same kernel costs the main loop registers (168 vs 156 at D = 128) and ~9% at 128 x 4k on
-// the H200.
+// merge code in the same kernel costs the main loop registers and with them its rate.
 template <typename T, typename Kv, int D, int BN, bool kMergeSplits>
 __global__ void __launch_bounds__(kThreads, (Smem<T, Kv, D, BN, true>::kDecodeCtasPerSm))
     decode_attention_kernel(const KernelArgs args) {

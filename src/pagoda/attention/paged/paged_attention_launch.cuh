@@ -1,4 +1,4 @@
-// PRIVATE to paged/: the host launch code of the unified and decode-only kernels for one element type
+// PRIVATE to paged/: the host launch code of the general and decode-only kernels for one element type
 // T, included by paged_attention_{bf16,f16}.cu (one element type per translation unit, so the variants
 // compile in parallel). Head dims 32, 64, 128, 256 (others padded up); KV in T, fp8 e4m3 or fp8 e5m2.
 #pragma once
@@ -19,12 +19,10 @@ using attention_host::programmatic_serialization;
 // stream's previous kernel -- its CTAs are placed and read the step's metadata while that kernel finishes
 // (within a captured decode step, the previous call's merge or decode kernel), then wait for it in
 // attention_tile -- where early placement cannot crowd SMs. A grid of one CTA per SM or less then asks for
-// all of a block's shared memory so that each CTA still gets an SM of its own (placed early, the CTAs took
-// whichever slots were free, two to some SMs, and the step was as slow as those SMs: 16 x 4k 4.15 -> 3.87
-// TB/s, H200, graph timing). A grid between one CTA per SM and `ctas_per_sm` waves is launched as before.
-// Measured (H200, graph timing, five passes): 1 x 1k 0.59 -> 0.68 TB/s, 1 x 8k 1.96-2.07 -> 2.12-2.23, 1 x 32k
-// 3.37-3.38 -> 3.49-3.50, 16 x 4k 4.15 -> 4.20-4.22, 64 x 2k 4.29 -> 4.32-4.33, larger batches and fp8 within
-// 0.02; timings without a previous kernel to overlap (cold-clean) unchanged.
+// all of a block's shared memory so that each CTA still gets an SM of its own (placed early, the CTAs would
+// take whichever slots are free, two to some SMs, and the step would run as slow as those SMs). A grid
+// between one CTA per SM and `ctas_per_sm` waves is launched without the attribute: there early placement
+// would crowd SMs.
 struct DecodeLaunch {
   bool programmatic = false;
   bool sm_each = false;  // all of a block's shared memory: one CTA per SM
@@ -71,8 +69,8 @@ struct ClusterLaunchState {
 // Launches `kernel` in clusters of `cluster` CTAs along x (a row group's KV splits) when every cluster of the
 // grid fits on the GPU at once; false, launching nothing, when they do not. Each CTA asks for all the shared
 // memory a block may have, so that a cluster spreads over as many SMs as it has CTAs: the split planner
-// gives 16-bit KV one CTA per SM, and clusters packed two to an SM (the decode kernel's occupancy) left
-// half the SMs idle (1 x 32k: 0.052 vs 0.042 ms, H200).
+// gives 16-bit KV one CTA per SM, and clusters packed two to an SM (the decode kernel's occupancy) would
+// leave half the SMs idle.
 template <typename Kernel>
 bool launch_clustered(Kernel kernel, size_t bytes, ClusterLaunchState& state, const KernelArgs& args, int num_items,
                       int cluster, cudaStream_t stream) {
