@@ -32,8 +32,10 @@ Planned plan_step(const AttentionBatchInfo& batch, const PagedAttentionOptions& 
   std::vector<int4> items(size_t(limits.capacity));
   Planned out;
   out.plan = plan_paged_work(batch, kNumQHeads, kNumKvHeads, opt, limits, items.data());
-  for (int i = 0; i < out.plan.num_items; ++i)
-    if (items[size_t(i)].x == seq) out.items_of_seq.push_back({items[size_t(i)].y, items[size_t(i)].z, items[size_t(i)].w});
+  for (int i = 0; i < out.plan.num_items; ++i) {
+    const int4 w = items[size_t(i)];
+    if (w.x == seq) out.items_of_seq.push_back({w.y, w.z, w.w});
+  }
   std::sort(out.items_of_seq.begin(), out.items_of_seq.end());
   return out;
 }
