@@ -12,7 +12,7 @@ shift
 venv=$build/python-venv
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
 start=$SECONDS
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation --no-cache-dir \
   --force-reinstall -C "build-dir=$build" -C "cmake.build-type=${build_type:-Release}" .
 echo "test-python: installed the package from $build in $((SECONDS - start)) s"
 export PAGODA_TEST_DATA=${PAGODA_TEST_DATA:-$(cd .. && pwd)/shared}

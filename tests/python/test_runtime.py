@@ -52,7 +52,7 @@ def test_gil_is_released_while_generating():
             pass
 
     worker = threading.Thread(target=lambda: llm.generate(
-        ["Once upon a time"] * 8, SamplingParams(temperature=0, max_tokens=1500, ignore_eos=True), use_tqdm=Bar))
+        ["Once upon a time"] * 4, SamplingParams(temperature=0, max_tokens=600, ignore_eos=True), use_tqdm=Bar))
     alone = spin(0.3)
     worker.start()
     assert inside.wait(60)
