@@ -74,9 +74,7 @@ OfflineEngineArgs parse_offline_engine_args(const std::vector<std::string>& argv
 }
 
 void check_offline_request(const OfflineRequest& request) {
-  if (request.max_tokens < 0) throw_config_error("max_tokens must be >= 0, got ", request.max_tokens);
-  if (request.logprobs && *request.logprobs < 0) throw_config_error("logprobs must be >= 0, got ", *request.logprobs);
-  Sampler check(sampling_of(request));  // the engine's own checks and texts
+  Sampler check(sampling_of(request));  // the engine's own checks and texts (logprobs included)
 }
 
 std::string render_chat(const Tokenizer& tokenizer, const std::string& chat_template, const std::string& messages_json,
