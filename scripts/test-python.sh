@@ -16,4 +16,4 @@ start=$SECONDS
   --force-reinstall -C "build-dir=$build" -C "cmake.build-type=${build_type:-Release}" .
 echo "test-python: installed the package from $build in $((SECONDS - start)) s"
 export PAGODA_TEST_DATA=${PAGODA_TEST_DATA:-$(cd .. && pwd)/shared}
-exec "$venv/bin/python" -m pytest tests/python -p no:cacheprovider "$@"
+exec "$venv/bin/python" -m pytest tests/python -p no:cacheprovider --durations=5 "$@"

@@ -11,14 +11,19 @@ BUILD_DIR=${BUILD_DIR:-build}
 python_tests=${PAGODA_PYTHON_TESTS:-1}
 python_args=()
 if [[ $python_tests != 0 ]]; then
-  bash scripts/python-env.sh "$BUILD_DIR/python-venv"
-  python_args=(-DPAGODA_PYTHON=ON "-DPython_EXECUTABLE=$PWD/$BUILD_DIR/python-venv/bin/python")
+  venv=$(mkdir -p "$BUILD_DIR" && cd "$BUILD_DIR" && pwd)/python-venv
+  bash scripts/python-env.sh "$venv"
+  echo "test.sh: the Python test environment took $SECONDS s"
+  python_args=(-DPAGODA_PYTHON=ON "-DPython_EXECUTABLE=$venv/bin/python")
 fi
 cmake -S . -B "$BUILD_DIR" -G Ninja "${python_args[@]}" ${PAGODA_CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$(nproc)"
+echo "test.sh: environment and build took $SECONDS s"
 export PAGODA_TEST_DATA=${PAGODA_TEST_DATA:-$(cd .. && pwd)/shared}
 status=0
+ctest_start=$SECONDS
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@" || status=$?
+echo "test.sh: ctest took $((SECONDS - ctest_start)) s"
 if [[ $python_tests != 0 ]]; then
   bash scripts/test-python.sh "$BUILD_DIR" ${PYTEST_ARGS:-} || status=$?
 fi

@@ -79,7 +79,10 @@ def test_two_threads_share_one_llm():
 
 
 INTERRUPT_SCRIPT = r"""
-import sys, time
+import signal, sys, time
+# As in a terminal: a process started in the background by a shell inherits SIGINT ignored, and Python then
+# installs no KeyboardInterrupt handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pagoda import LLM, SamplingParams
 llm = LLM(model="dummy:tiny")
 print("READY", flush=True)
