@@ -30,7 +30,7 @@ TEST(BatchInvarianceGpu, LogitsAreBitwiseEqualAloneAndInBatches) {
   constexpr int kBlocksPerSeq = 4;
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(backend_name_str(c.backend)) + " FA" + std::to_string(c.fa_version) + " kv " +
-                 dtype_name(c.kv_dtype));
+                 std::string(dtype_name(c.kv_dtype)));
     RunnerOptions ro;
     ro.batch_invariant = true;
     ro.flash_attn_version = c.fa_version;
