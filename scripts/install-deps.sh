@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-  libcurl4-openssl-dev libssl-dev python3 python3-venv
+  libcurl4-openssl-dev libssl-dev python3 python3-venv python3-dev pybind11-dev
 )
 
 missing=()

@@ -1,6 +1,8 @@
 #include "pagoda/core/logging.h"
 
 #include <regex>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +26,28 @@ TEST(Logging, CaptureSeesAllLevels) {
   EXPECT_EQ(r[0].level, LogLevel::kDebug);
   EXPECT_EQ(r[0].message, "d 1");
   set_log_level(LogLevel::kInfo);
+}
+
+std::vector<std::string> g_sunk;
+void record_line(LogLevel level, const char* file, int line, std::string_view message) {
+  g_sunk.push_back(std::string(log_level_name(level)) + " " + file + ":" + std::to_string(line) + " " + std::string(message));
+}
+
+TEST(Logging, SinkGetsPrintedLinesOnly) {
+  set_log_level(LogLevel::kInfo);
+  set_log_sink(&record_line);
+  g_sunk.clear();
+  LogCapture cap;
+  PAGODA_LOG_DEBUG("below the threshold");
+  log_message(LogLevel::kWarning, "w.cc", 7, "to the sink");
+  {
+    LogSilence quiet;
+    PAGODA_LOG_ERROR("silenced");
+  }
+  set_log_sink(nullptr);
+  PAGODA_LOG_INFO("to stderr again");
+  EXPECT_EQ(g_sunk, std::vector<std::string>{"WARNING w.cc:7 to the sink"});
+  EXPECT_EQ(cap.records().size(), 4u);  // captures see every line, sink or not
 }
 
 TEST(Logging, LevelNames) {

@@ -4,7 +4,7 @@
 The graph is written down here, once; docs/architecture.md is its prose version. Dependencies point down:
 
     core <- platform, config <- ops, attention, tokenizer, jinja <- model, hub, kv_cache <- scheduler
-         <- engine <- server, cli
+         <- engine <- server, cli <- python
 
 A file's folder is the first path component under src/pagoda (model/cuda/ is model, attention/flash_attn/
 is attention). A folder may include its own folder and any folder of a lower layer (what its layer reaches
@@ -28,6 +28,7 @@ LAYERS = [
     ["scheduler"],
     ["engine"],
     ["server", "cli"],
+    ["python"],
 ]
 
 # (from, to) -> why: includes between folders of the same layer that are allowed.

@@ -36,6 +36,8 @@ class ArgParser {
   }
 
   const OptionDecl* find(std::string_view name) const;
+  // The declared options, in declaration order (the Python API maps keyword arguments onto them).
+  const std::vector<OptionDecl>& options() const { return options_; }
   bool takes_value(std::string_view name) const;
   bool has_no_form(std::string_view name) const;  // --no-NAME exists
 

@@ -15,6 +15,7 @@ namespace {
 
 std::atomic<int> g_level{int(LogLevel::kInfo)};
 std::atomic<int> g_silence{0};
+std::atomic<LogSink> g_sink{nullptr};
 std::mutex g_mu;
 std::vector<LogCapture*>& captures() {
   static std::vector<LogCapture*> c;
@@ -66,14 +67,24 @@ std::string format_log_line(LogLevel l, const char* file, int line, std::string_
   return str_cat(log_level_name(l), " ", ts, " [", base, ":", line, "] ", message);
 }
 
+void set_log_sink(LogSink sink) { g_sink = sink; }
+
 void log_message(LogLevel l, const char* file, int line, std::string_view message) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  for (LogCapture* c : captures()) c->records_.push_back({l, std::string(message)});
-  if (int(l) < g_level.load() || g_silence.load() > 0) return;
-  std::string text = format_log_line(l, file, line, message);
-  text += '\n';
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
+  LogSink sink = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (LogCapture* c : captures()) c->records_.push_back({l, std::string(message)});
+    if (int(l) < g_level.load() || g_silence.load() > 0) return;
+    sink = g_sink.load();
+    if (!sink) {
+      std::string text = format_log_line(l, file, line, message);
+      text += '\n';
+      std::fwrite(text.data(), 1, text.size(), stderr);
+      std::fflush(stderr);
+      return;
+    }
+  }
+  sink(l, file, line, message);
 }
 
 LogCapture::LogCapture() {

@@ -32,6 +32,12 @@ void init_log_level_from_env();
 std::string format_log_line(LogLevel l, const char* file, int line, std::string_view message);
 void log_message(LogLevel l, const char* file, int line, std::string_view message);
 
+// Where printed lines go instead of stderr: the Python module forwards them to Python's `logging`. The sink
+// gets the lines that pass the threshold and no LogSilence, unformatted, on the thread that logged them,
+// outside the logging lock (so it may block, e.g. on Python's GIL). nullptr: stderr again.
+using LogSink = void (*)(LogLevel level, const char* file, int line, std::string_view message);
+void set_log_sink(LogSink sink);
+
 // Records every message logged on any thread while it is alive. Captures nest; each sees all lines.
 class LogCapture {
  public:

@@ -1,0 +1,271 @@
+// pagoda._core: the Python bindings (pybind11) over OfflineLlm, the tokenizer and the configuration checks.
+// Only translation lives here; python/pagoda/ builds vLLM's classes on top and _core.pyi describes this
+// module for editors.
+//
+// Errors: pagoda::Error becomes ValueError for configuration errors (the CLI's exit status 2) and
+// RuntimeError otherwise (exit status 1), with the CLI's text. The GIL is released while the engine starts
+// and while it runs; between steps the batch loop takes it back at most every kPollInterval to run Python's
+// signal handlers (Ctrl-C cancels the batch) and the progress callback. Log lines go to a Python callable
+// (pagoda.logger), which hands them to the `pagoda` logger.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagoda/config/attention_config.h"
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/python/offline_llm.h"
+
+namespace py = pybind11;
+
+namespace pagoda {
+namespace {
+
+// How often a running batch takes the GIL back: often enough that Ctrl-C and the progress bar feel
+// immediate, rarely enough that a busy Python thread (which holds the GIL for up to its 5 ms switch
+// interval whenever the engine asks for it) costs the engine at most a few percent.
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+// The Python callable that receives log lines: (levelno, file, line, message). Owned reference, read and
+// written with the GIL held; nullptr: lines go to stderr in the CLI's format.
+PyObject* g_log_forwarder = nullptr;
+
+bool python_is_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+int python_level(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug: return 10;
+    case LogLevel::kInfo: return 20;
+    case LogLevel::kWarning: return 30;
+    case LogLevel::kError: return 40;
+  }
+  return 20;
+}
+
+void write_stderr(LogLevel level, const char* file, int line, std::string_view message) {
+  std::string text = format_log_line(level, file, line, message) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+// The log sink: any thread, outside the logging lock (core/logging.h), GIL not held on entry.
+void forward_log(LogLevel level, const char* file, int line, std::string_view message) {
+  if (!Py_IsInitialized() || python_is_finalizing()) {
+    write_stderr(level, file, line, message);
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  if (!g_log_forwarder) {
+    write_stderr(level, file, line, message);
+    return;
+  }
+  try {
+    py::handle forwarder(g_log_forwarder);
+    forwarder(python_level(level), file, line, py::str(message.data(), message.size()));
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("pagoda log forwarding");
+  }
+}
+
+void set_log_forwarder(py::object forwarder) {
+  PyObject* old = g_log_forwarder;
+  g_log_forwarder = forwarder.is_none() ? nullptr : forwarder.release().ptr();
+  Py_XDECREF(old);
+}
+
+py::object run_batch(OfflineLlm& llm, const std::vector<OfflineRequest>& requests, py::object progress) {
+  std::optional<py::error_already_set> failure;  // a Python exception to re-raise (KeyboardInterrupt, ...)
+  auto last = std::chrono::steady_clock::now();
+  bool first = true;
+  size_t reported = 0;
+  OfflineLlm::Poll poll = [&](const OfflineProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool done = p.finished == p.total;
+    if (!first && !done && now - last < kPollInterval) return true;
+    last = now;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      failure.emplace();
+      return false;
+    }
+    if (!progress.is_none() && (first || p.finished != reported)) {
+      try {
+        progress(p.finished, p.total, p.prompt_tokens, p.output_tokens, p.elapsed_s);
+      } catch (py::error_already_set&) {
+        failure.emplace();
+        return false;
+      }
+      reported = p.finished;
+    }
+    first = false;
+    return true;
+  };
+  std::optional<std::vector<OfflineResult>> results;
+  {
+    py::gil_scoped_release release;
+    results = llm.generate(requests, poll);
+  }
+  if (failure) throw *failure;
+  if (!results) throw std::logic_error("the batch was cancelled without a Python exception");
+  return py::cast(std::move(*results));
+}
+
+}  // namespace
+}  // namespace pagoda
+
+PYBIND11_MODULE(_core, m) {
+  using namespace pagoda;
+  m.doc() = "pagoda's C++ engine (see the pagoda package for the vLLM-style API)";
+  m.attr("__version__") = PAGODA_VERSION;
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(e.kind() == ErrorKind::kConfig ? PyExc_ValueError : PyExc_RuntimeError, e.what());
+    }
+  });
+
+  set_log_sink(&forward_log);
+  // Python's logging is configured per process: every line reaches the forwarder, which filters by the
+  // `pagoda` logger's level (PAGODA_LOGGING_LEVEL, LLM(log_level=...) or logging's own setLevel).
+  set_log_level(LogLevel::kDebug);
+  m.def("set_log_forwarder", &set_log_forwarder, py::arg("forwarder"),
+        "Sends log lines to forwarder(levelno, file, line, message); None: to stderr.");
+  // Before the interpreter tears down modules, lines go back to stderr.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    set_log_forwarder(py::none());
+  }));
+
+  m.def("backend_names", [] {
+    std::vector<std::string> names;
+    for (BackendName b : kAllBackendNames) names.emplace_back(backend_name_str(b));
+    return names;
+  });
+  m.def("parse_attention_config", [](const std::string& json) { return parse_attention_config_json(json).to_json(); },
+        py::arg("json"), "Validates an AttentionConfig given as JSON (spec §9.2) and returns every field as JSON.");
+
+  py::class_<EngineOptionInfo>(m, "EngineOption")
+      .def_readonly("name", &EngineOptionInfo::name)
+      .def_readonly("takes_value", &EngineOptionInfo::takes_value)
+      .def_readonly("has_no_form", &EngineOptionInfo::has_no_form);
+  m.def("engine_options", &offline_engine_options);
+
+  py::class_<OfflineEngineArgs>(m, "EngineArgs")
+      .def(py::init([](const std::vector<std::string>& argv) {
+             py::gil_scoped_release release;
+             return parse_offline_engine_args(argv);
+           }),
+           py::arg("argv"))
+      .def_property_readonly("model", [](const OfflineEngineArgs& a) { return a.args.model.model; })
+      .def_property_readonly("seed", [](const OfflineEngineArgs& a) { return a.args.model.seed; })
+      .def_property_readonly("log_level", [](const OfflineEngineArgs& a) { return a.args.device.log_level; });
+
+  py::class_<OfflineRequest>(m, "Request")
+      .def(py::init<>())
+      .def_readwrite("prompt_ids", &OfflineRequest::prompt_ids)
+      .def_readwrite("temperature", &OfflineRequest::temperature)
+      .def_readwrite("top_k", &OfflineRequest::top_k)
+      .def_readwrite("top_p", &OfflineRequest::top_p)
+      .def_readwrite("min_p", &OfflineRequest::min_p)
+      .def_readwrite("repetition_penalty", &OfflineRequest::repetition_penalty)
+      .def_readwrite("presence_penalty", &OfflineRequest::presence_penalty)
+      .def_readwrite("frequency_penalty", &OfflineRequest::frequency_penalty)
+      .def_readwrite("seed", &OfflineRequest::seed)
+      .def_readwrite("logprobs", &OfflineRequest::logprobs)
+      .def_readwrite("max_tokens", &OfflineRequest::max_tokens)
+      .def_readwrite("stop", &OfflineRequest::stop)
+      .def_readwrite("stop_token_ids", &OfflineRequest::stop_token_ids)
+      .def_readwrite("ignore_eos", &OfflineRequest::ignore_eos)
+      .def_readwrite("skip_special_tokens", &OfflineRequest::skip_special_tokens)
+      .def_readwrite("detokenize", &OfflineRequest::detokenize)
+      .def("check", &check_offline_request, "Raises ValueError for sampling values the engine refuses.");
+
+  py::class_<OfflineTokenLogprob>(m, "TokenLogprob")
+      .def_readonly("token", &OfflineTokenLogprob::token)
+      .def_readonly("logprob", &OfflineTokenLogprob::logprob)
+      .def_readonly("top", &OfflineTokenLogprob::top);
+
+  py::class_<OfflineResult>(m, "Result")
+      .def_readonly("token_ids", &OfflineResult::token_ids)
+      .def_property_readonly("text", [](const OfflineResult& r) {
+        // The engine's text is valid UTF-8; "replace" keeps a Python str even if it were not.
+        return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(r.text.data(), py::ssize_t(r.text.size()), "replace"));
+      })
+      .def_readonly("logprobs", &OfflineResult::logprobs)
+      .def_readonly("finish_reason", &OfflineResult::finish_reason)
+      .def_readonly("stop_string", &OfflineResult::stop_string)
+      .def_readonly("stop_token_id", &OfflineResult::stop_token_id)
+      .def_readonly("num_cached_tokens", &OfflineResult::num_cached_tokens)
+      .def_readonly("queue_s", &OfflineResult::queue_s)
+      .def_readonly("ttft_s", &OfflineResult::ttft_s)
+      .def_readonly("e2e_s", &OfflineResult::e2e_s);
+
+  py::class_<Tokenizer>(m, "Tokenizer")
+      .def_static("from_file", [](const std::string& path) {
+        py::gil_scoped_release release;
+        return Tokenizer::from_file(path);
+      })
+      .def("encode",
+           [](const Tokenizer& t, const std::string& text, bool add_special_tokens) {
+             py::gil_scoped_release release;
+             return t.encode(text, add_special_tokens);
+           },
+           py::arg("text"), py::arg("add_special_tokens") = true)
+      .def("decode",
+           [](const Tokenizer& t, const std::vector<int>& ids, bool skip_special_tokens) {
+             std::string s;
+             {
+               py::gil_scoped_release release;
+               s = t.decode(ids, skip_special_tokens);
+             }
+             return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "replace"));
+           },
+           py::arg("ids"), py::arg("skip_special_tokens") = true)
+      .def("render_chat",
+           [](const Tokenizer& t, const std::string& chat_template, const std::string& messages_json,
+              const std::string& tools_json, bool add_generation_prompt, const std::string& kwargs_json) {
+             py::gil_scoped_release release;
+             return render_chat(t, chat_template, messages_json, tools_json, add_generation_prompt, kwargs_json);
+           },
+           py::arg("chat_template"), py::arg("messages_json"), py::arg("tools_json"), py::arg("add_generation_prompt"),
+           py::arg("kwargs_json"))
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("bos_id", &Tokenizer::bos_id)
+      .def_property_readonly("eos_ids", &Tokenizer::eos_ids)
+      .def_property_readonly("bos_token", &Tokenizer::bos_token)
+      .def_property_readonly("eos_token", &Tokenizer::eos_token)
+      .def_property_readonly("chat_template", &Tokenizer::chat_template)
+      .def("token_to_id", &Tokenizer::token_to_id, py::arg("token"))
+      .def("id_to_token", &Tokenizer::id_to_token, py::arg("id"))
+      .def("is_special", &Tokenizer::is_special, py::arg("id"));
+
+  py::class_<OfflineLlm>(m, "Engine")
+      .def(py::init([](const OfflineEngineArgs& args) {
+             py::gil_scoped_release release;
+             return std::make_unique<OfflineLlm>(args);
+           }),
+           py::arg("args"))
+      .def("generate", &run_batch, py::arg("requests"), py::arg("progress") = py::none(),
+           "Runs the requests to completion; progress(finished, total, prompt_tokens, output_tokens, seconds).")
+      .def_property_readonly("tokenizer", [](const OfflineLlm& l) { return l.tokenizer(); })
+      .def_property_readonly("model", &OfflineLlm::model)
+      .def_property_readonly("max_model_len", &OfflineLlm::max_model_len)
+      .def_property_readonly("device", &OfflineLlm::device)
+      .def_property_readonly("dtype", &OfflineLlm::dtype)
+      .def_property_readonly("kv_cache_dtype", &OfflineLlm::kv_cache_dtype)
+      .def_property_readonly("block_size", &OfflineLlm::block_size)
+      .def_property_readonly("attention_backends", &OfflineLlm::attention_backends);
+}
