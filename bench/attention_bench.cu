@@ -28,14 +28,9 @@
 // --repeat N: the whole sweep N times over (each pass prints its lines), so that shapes whose figures swing
 // between runs (long prefills) can be compared by their median over passes taken in one call.
 // --cooldown MS: the GPU idles MS milliseconds before each (backend, shape), so that every shape starts from
-<<<<<<< HEAD
 // the same clocks: the H200 runs long prefills power-limited, and a shape timed right after them meets lowered
 // clocks (docs/attention-kernels.md, "Benchmarking and profiling the kernels").
 // attention_peers.py --cooldown likewise.
-=======
-// the same clocks: a GPU runs long prefills power-limited, and a shape timed right after them meets lowered
-// clocks. attention_peers.py --cooldown likewise.
->>>>>>> r18-paged
 // --layout hnd: the paged cache as [block][KV head][token][K|V] instead of [block][token][KV head][K|V] (NHD,
 // the default and vLLM's), for A/B runs of how the decode kernel's DRAM efficiency depends on the runs it
 // reads (NHD: 512 bytes per token and KV head at head 128; HND: a 16-token page of one head is 8 KB).

@@ -1,14 +1,8 @@
 // Element conversions of the CUDA kernels, shared by ops/ and attention/ (both may include core/): float to
 // and from fp32/bf16/fp16, two floats to and from a packed 16-bit pair, fp8 (e4m3/e5m2) to float or to a
-<<<<<<< HEAD
-// packed 16-bit type, and float to fp8. Rounding down is to nearest even (fp8: saturating to the largest
-// finite value); widening is exact. Header-only device code, included by .cu/.cuh files alone: core/ builds
-// without CUDA, and nothing else in it includes a CUDA header.
-=======
 // packed 16-bit type. Rounding down is to nearest even; widening is exact. (Rounding to fp8 is the KV-cache
 // write's alone, in ops/cuda/rope_kv.cu.) Header-only device code, included by .cu/.cuh files alone: core/
 // builds without CUDA, and nothing else in it includes a CUDA header.
->>>>>>> r18-paged
 #pragma once
 
 #include <cuda_bf16.h>
@@ -98,13 +92,4 @@ __device__ __forceinline__ uint4 widen_fp8x8(uint2 v) {
   return out;
 }
 
-<<<<<<< HEAD
-// Two floats to two fp8 codes of kKind in the low 16 bits (lo in the lowest byte), nearest even, saturating.
-template <__nv_fp8_interpretation_t kKind>
-__device__ __forceinline__ uint32_t pack_fp8x2(float lo, float hi) {
-  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, kKind);
-}
-
-=======
->>>>>>> r18-paged
 }  // namespace pagoda::cuda_convert

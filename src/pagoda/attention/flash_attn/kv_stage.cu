@@ -44,17 +44,10 @@ __global__ void __launch_bounds__(kThreads) kv_stage_kernel(const PagedAttention
       const size_t e = slot * 2 * D + size_t(c) * 8;  // element index in the cache
       if constexpr (std::is_same_v<Kv, SameKv>) {
         v = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.kv_cache) + e));
-<<<<<<< HEAD
-      } else if constexpr (std::is_same_v<Kv, Fp8Kv<__NV_E4M3>>) {
-        v = cuda_convert::widen_fp8x8<T, __NV_E4M3>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
-      } else {
-        v = cuda_convert::widen_fp8x8<T, __NV_E5M2>(__ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e)));
-=======
       } else {
         const uint2 raw = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.kv_cache) + e));
         if constexpr (std::is_same_v<Kv, Fp8Kv<__NV_E4M3>>) v = cuda_convert::widen_fp8x8<T, __NV_E4M3>(raw);
         else v = cuda_convert::widen_fp8x8<T, __NV_E5M2>(raw);
->>>>>>> r18-paged
       }
     }
     *reinterpret_cast<uint4*>(dst + ((dst_token0 + t) * hk + kvh) * 2 * D + size_t(c) * 8) = v;

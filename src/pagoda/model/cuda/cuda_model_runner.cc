@@ -29,89 +29,6 @@ size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-<<<<<<< HEAD
-=======
-// A step's attention over the paged KV cache for the model's layer shape, whichever backend the layers use:
-// reserve() sizes the work lists once, plan() builds this step's (on the host, uploaded async on the stream),
-// run() only launches, so a decode step can be captured in a CUDA graph.
-struct CudaModelRunner::Attention {
-  BackendName backend = BackendName::kTritonAttn;
-  int flash_attn_version = 2;
-  bool separate = false;  // TRITON_ATTN use_prefill_decode_attention: a prefill and a decode work list
-  int num_q_heads = 0, num_kv_heads = 0, head_size = 0;
-  DType dtype = DType::kBF16, kv_dtype = DType::kBF16;
-  int num_sms = 132;
-  int max_splits = 32;
-  PagedAttentionWorkspace triton, triton_decode;  // TRITON_ATTN (triton_decode only when separate)
-  FlashAttnWorkspace flash;                       // FLASH_ATTN
-
-  void configure(const CudaRunnerOptions& o, const ModelConfig& c, int sms, bool split_prefill_decode) {
-    backend = o.attention_backend;
-    flash_attn_version = o.flash_attn_version;
-    separate = backend == BackendName::kTritonAttn && split_prefill_decode;
-    num_q_heads = c.num_heads;
-    num_kv_heads = c.num_kv_heads;
-    head_size = c.head_dim;
-    dtype = o.dtype;
-    kv_dtype = o.kv_dtype;
-    num_sms = sms;
-  }
-
-  // Scratch for up to max_tokens tokens and max_seqs sequences, with at most `splits` KV splits.
-  void reserve(int max_tokens, int max_seqs, int splits) {
-    max_splits = splits;
-    switch (backend) {
-      case BackendName::kTritonAttn:
-        triton.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
-        if (separate) triton_decode.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits);
-        return;
-      case BackendName::kFlashAttn: flash.reserve(max_tokens, max_seqs, num_q_heads, head_size, splits); return;
-      case BackendName::kFlashInfer:
-      case BackendName::kFlexAttention:
-      case BackendName::kTurboQuant:
-      case BackendName::kCpuAttn: break;
-    }
-    PAGODA_CHECK(false, "the CUDA model runner has no ", backend_name_str(backend), " layers");
-  }
-
-  // force_splits: exactly max_splits KV splits (the fixed grid of a captured decode step).
-  void plan(const AttentionBatchInfo& batch, bool force_splits, cudaStream_t stream) {
-    if (backend == BackendName::kFlashAttn) {
-      FlashAttnOptions o;
-      o.version = flash_attn_version;
-      o.num_sms = num_sms;
-      o.max_splits = max_splits;
-      o.force_splits = force_splits;
-      plan_flash_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, kv_dtype, /*alibi=*/false, o, flash,
-                           stream);
-      return;
-    }
-    PagedAttentionOptions o;
-    o.num_sms = num_sms;
-    o.max_splits = max_splits;
-    o.force_splits = force_splits;
-    o.fp8_kv = dtype_is_fp8(kv_dtype);
-    if (!separate) {
-      plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, o, triton, stream);
-      return;
-    }
-    PagedAttentionOptions pre = o, dec = o;
-    pre.sequences = SeqFilter::kPrefill;
-    dec.sequences = SeqFilter::kDecode;
-    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, pre, triton, stream);
-    plan_paged_attention(batch, num_q_heads, num_kv_heads, head_size, dtype, dec, triton_decode, stream);
-  }
-
-  void run(const PagedAttentionParams& p, cudaStream_t stream) const {
-    if (backend == BackendName::kFlashAttn) {
-      run_flash_attention(p, flash, stream);
-      return;
-    }
-    run_paged_attention(p, triton, stream);
-    if (separate) run_paged_attention(p, triton_decode, stream);
-  }
-};
->>>>>>> r18-paged
 
 namespace {
 void finish_step(CudaModelRunner::Impl& m);
@@ -335,7 +252,6 @@ void allocate_kv_cache(CudaModelRunner::Impl& m, KvCacheOptions& cache) {
   // Zeroed once: attention kernels may load whole pages past a sequence's end (masked, but P = 0 times a
   // NaN bit pattern would still poison O), so every slot holds a finite value from the start.
   PAGODA_CUDA_CHECK(cudaMemset(m.kv.data(), 0, m.kv_layer_bytes * c.num_layers));
-<<<<<<< HEAD
   cache.num_blocks = blocks;
   cache.block_size = m.opt.block_size;
   cache.dtype = m.opt.kv_dtype;
@@ -372,14 +288,6 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   allocate_step_buffers(m);
   make_attention(m);
   allocate_kv_cache(m, cache_);
-=======
-  cache_.num_blocks = blocks;
-  m.attention.flash.cache_blocks = int(blocks);
-  cache_.block_size = options.block_size;
-  cache_.dtype = options.kv_dtype;
-  cache_.k_scale = options.k_scale;
-  cache_.v_scale = options.v_scale;
->>>>>>> r18-paged
 }
 
 CudaModelRunner::~CudaModelRunner() {
@@ -521,20 +429,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     ap.q_stride = QKV;
     ap.out = m.attn.data();
     ap.kv_cache = rk.kv_cache;
-<<<<<<< HEAD
     ap.num_blocks = cache_.num_blocks;
-=======
-    ap.dtype = dt;
-    ap.kv_dtype = m.opt.kv_dtype;
-    ap.layout = m.opt.layout;
-    ap.num_tokens = T;
-    ap.num_seqs = S;
-    ap.num_q_heads = c.num_heads;
-    ap.num_kv_heads = c.num_kv_heads;
-    ap.head_size = D;
-    ap.block_size = bs;
-    ap.max_blocks_per_seq = m.max_blocks_cap;  // block tables are uploaded with this row stride
->>>>>>> r18-paged
     ap.query_start_loc = d_qsl;
     ap.seq_lens = d_sl;
     ap.block_tables = d_bt;

@@ -44,8 +44,9 @@ __device__ __forceinline__ void store_cache(void* cache, int64_t offset, const u
     uint32_t out[kChunk / 4];
 #pragma unroll
     for (int i = 0; i < kChunk / 4; ++i) {
-      const uint32_t lo = cuda_convert::pack_fp8x2<kFmt>(f[4 * i] / scale, f[4 * i + 1] / scale);
-      const uint32_t hi = cuda_convert::pack_fp8x2<kFmt>(f[4 * i + 2] / scale, f[4 * i + 3] / scale);
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * i] / scale, f[4 * i + 1] / scale), __NV_SATFINITE, kFmt);
+      const uint32_t hi =
+          __nv_cvt_float2_to_fp8x2(make_float2(f[4 * i + 2] / scale, f[4 * i + 3] / scale), __NV_SATFINITE, kFmt);
       out[i] = lo | (hi << 16);
     }
     store_words(static_cast<uint8_t*>(cache) + offset, out);
