@@ -110,3 +110,23 @@ def test_chat_options(chat_model, stories):
     # A model without a chat template: the engine's config error.
     with pytest.raises(ValueError, match="chat template"):
         LLM(model=stories).chat(CONVERSATIONS[0], use_tqdm=False)
+
+
+def test_content_format(chat_model):
+    """chat_template_content_format: "string" joins text parts into the string the template prints; "openai"
+    hands a string content to the template as one text part; an unknown format is refused."""
+    llm = LLM(model=chat_model)
+    params = SamplingParams(temperature=0, max_tokens=4)
+    plain = [{"role": "user", "content": "Once upon a time\nthere was a cat."}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Once upon a time"},
+                                          {"type": "text", "text": "there was a cat."}]}]
+    want = llm.chat(plain, params)[0]
+    got = llm.chat(parts, params, chat_template_content_format="string")[0]
+    assert got.prompt_token_ids == want.prompt_token_ids
+    assert got.outputs[0].token_ids == want.outputs[0].token_ids
+    as_parts = llm.chat(plain, params, chat_template="{{ messages[0]['content'][0]['text'] }}",
+                        chat_template_content_format="openai")[0]
+    as_text = llm.chat(plain, params, chat_template="{{ messages[0]['content'] }}")[0]
+    assert as_parts.prompt_token_ids == as_text.prompt_token_ids
+    with pytest.raises(ValueError, match="chat_template_content_format"):
+        llm.chat(plain, params, chat_template_content_format="xml")

@@ -221,6 +221,7 @@ class LLM:
         tokenizer = self.get_tokenizer()
         parsed = []
         for conversation in conversations:
+            conversation = _content_format(conversation, chat_template_content_format)
             text = render_chat(tokenizer._t, conversation, chat_template=chat_template,
                                add_generation_prompt=add_generation_prompt,
                                continue_final_message=continue_final_message, tools=tools,
@@ -352,3 +353,25 @@ def _group(requests: List[Any], params: List[SamplingParams]) -> List[List[Any]]
 
 
 __all__ = ["LLM"]
+
+
+def _content_format(conversation: Conversation, fmt: str) -> Conversation:
+    """Message contents as the template receives them, as vLLM's chat_template_content_format: "string" joins
+    the text parts of a list content with newlines; "openai" turns a string content into one text part;
+    "auto" passes them as given."""
+    if fmt == "auto":
+        return conversation
+    out = []
+    for message in conversation:
+        content = message.get("content")
+        if fmt == "string" and isinstance(content, list):
+            texts = []
+            for part in content:
+                if not isinstance(part, dict) or part.get("type") != "text":
+                    raise ValueError("pagoda serves text-only models: only text content parts are supported")
+                texts.append(str(part.get("text", "")))
+            message = {**message, "content": "\n".join(texts)}
+        elif fmt == "openai" and isinstance(content, str):
+            message = {**message, "content": [{"type": "text", "text": content}]}
+        out.append(message)
+    return out
