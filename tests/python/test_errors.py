@@ -4,6 +4,8 @@ exit status 1). None of them ends the process."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from pagoda import LLM
@@ -101,3 +103,49 @@ def test_python_side_argument_errors():
     with pytest.raises(ValueError, match="tensor_parallel_size=2 is not supported"):
         LLM(model="dummy:tiny", tensor_parallel_size=2)
     LLM(model="dummy:tiny", tensor_parallel_size=1, trust_remote_code=True)  # vLLM arguments with nothing to do
+    with pytest.raises(ValueError, match="runner='pooling' is not supported"):
+        LLM(model="dummy:tiny", runner="pooling")
+    with pytest.raises(ValueError, match="convert='embed' is not supported"):
+        LLM(model="dummy:tiny", convert="embed")
+    LLM(model="dummy:tiny", runner="generate", convert="none")
+    with pytest.raises(ValueError, match="hf_token must be"):
+        LLM(model="dummy:tiny", hf_token=5)
+
+
+def test_hf_token_reaches_the_hub_only_while_the_engine_starts(monkeypatch):
+    """A string hf_token is the token the hub client sends while the engine starts (a local stand-in for the
+    hub records the Authorization header and answers 404), and the environment is as it was afterwards."""
+    import http.server
+    import os
+    import threading
+    seen = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the http.server name)
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        monkeypatch.setenv("HF_HOME", str(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"pagoda-hf-{os.getpid()}"))
+        with pytest.raises(RuntimeError):
+            LLM(model="no-such-org/no-such-model", hf_token="hf_test_token")
+        assert seen and all(h == "Bearer hf_test_token" for h in seen), seen
+        assert "HF_TOKEN" not in os.environ
+        seen.clear()
+        with pytest.raises(RuntimeError):
+            LLM(model="no-such-org/no-such-model")
+        assert seen and all(h is None for h in seen), seen
+    finally:
+        server.shutdown()

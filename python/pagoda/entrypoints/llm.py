@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import _core
@@ -33,9 +34,6 @@ _IGNORED = {
     "disable_async_output_proc": False,
     "max_seq_len_to_capture": 8192,
     "compilation_config": None,
-    "hf_token": None,
-    "runner": "auto",
-    "convert": "auto",
 }
 # vLLM arguments pagoda accepts at one value only: (neutral value, why).
 _NEUTRAL_ONLY = {
@@ -48,6 +46,11 @@ _NEUTRAL_ONLY = {
     "hf_overrides": (None, "pagoda reads config.json as it is"),
     "tokenizer_revision": (None, "the tokenizer comes from the model's revision"),
     "tokenizer_mode": ("auto", "pagoda has one tokenizer implementation"),
+}
+# vLLM arguments pagoda accepts at these values only: (accepted values, why).
+_ONE_OF = {
+    "runner": (("auto", "generate"), "pagoda runs generative models (no pooling runner yet)"),
+    "convert": (("auto", "none"), "pagoda converts no model into another task"),
 }
 # Config files are expanded by the CLI's argument pipeline, not declared as engine options.
 _FILE_OPTIONS = ("config", "json_config")
@@ -131,6 +134,15 @@ class LLM:
             value = kwargs.pop(key, neutral)
             if value != neutral:
                 raise ValueError(f"{key}={value!r} is not supported: {why} ({key} must be {neutral!r}).")
+        for key, (accepted, why) in _ONE_OF.items():
+            value = kwargs.pop(key, accepted[0])
+            if value not in accepted:
+                raise ValueError(f"{key}={value!r} is not supported: {why} ({key} must be one of {accepted}).")
+        # hf_token: a string is the Hugging Face token for the model's download (the hub client reads HF_TOKEN
+        # while the engine starts); True or None: the token the environment or the token file gives.
+        hf_token = kwargs.pop("hf_token", None)
+        if hf_token is not None and not isinstance(hf_token, (str, bool)):
+            raise ValueError(f"hf_token must be a string, True or None, got {hf_token!r}")
         options: Dict[str, Any] = {
             "model": model, "tokenizer": tokenizer, "revision": revision, "dtype": dtype,
             "kv_cache_dtype": kv_cache_dtype, "block_size": block_size, "max_model_len": max_model_len,
@@ -141,7 +153,17 @@ class LLM:
         args = _core.EngineArgs(engine_argv(options))
         if args.log_level:
             logger.setLevel(args.log_level)
-        self._engine = _core.Engine(args)
+        saved_token = os.environ.get("HF_TOKEN")
+        if isinstance(hf_token, str):
+            os.environ["HF_TOKEN"] = hf_token
+        try:
+            self._engine = _core.Engine(args)
+        finally:
+            if isinstance(hf_token, str):
+                if saved_token is None:
+                    os.environ.pop("HF_TOKEN", None)
+                else:
+                    os.environ["HF_TOKEN"] = saved_token
         self._seed = args.seed
         self._skip_tokenizer_init = skip_tokenizer_init
         core_tokenizer = self._engine.tokenizer
