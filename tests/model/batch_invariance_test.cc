@@ -11,7 +11,7 @@ namespace pagoda::test {
 namespace {
 
 TEST(BatchInvariance, CpuLogitsAreBitwiseEqualAloneAndInBatches) {
-  for (const std::string dir : {data_dir() + "/models/stories260K/hf", data_dir() + "/reference/qwen3-tiny"}) {
+  for (const std::string& dir : {data_dir() + "/models/stories260K/hf", data_dir() + "/reference/qwen3-tiny"}) {
     SCOPED_TRACE(dir);
     LoadedModel model = load_model(dir);
     constexpr int kBlockSize = 16, kBlocksPerSeq = 4;  // prompts + 1 token <= 64 positions

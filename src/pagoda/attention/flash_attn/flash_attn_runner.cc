@@ -21,14 +21,11 @@ class FlashAttnRunner final : public AttentionRunner {
 
   void reserve(const RunnerLimits& limits) override {
     graph_batch_ = limits.graph_batch;
+    max_splits_ = runner_max_splits(shape_, options_, num_sms_, graph_batch_);
     if (graph_batch_ > 0) {
-      max_splits_ = options_.batch_invariant ? 1
-                    : graph_decode_splits(graph_batch_, shape_.num_kv_heads, num_sms_, dtype_is_fp8(shape_.kv_dtype),
-                                          options_.max_graph_splits);
       ws_.reserve(graph_batch_, graph_batch_, shape_.num_q_heads, shape_.head_size, max_splits_);
       return;
     }
-    max_splits_ = options_.batch_invariant ? 1 : kMaxEagerSplits;
     ws_.reserve(limits.max_tokens, limits.max_seqs, shape_.num_q_heads, shape_.head_size, max_splits_);
     // Without the FA3 kernel (a version-3 runner on another device runs FA2) nothing would read the buffer.
     if (options_.flash_attn_version == 3 && flash_attn_fa3_supported() &&
@@ -51,7 +48,7 @@ class FlashAttnRunner final : public AttentionRunner {
     AttentionBatchInfo info{batch.query_lens, batch.seq_lens};
     if (graph_batch_ > 0) {
       o.force_splits = true;
-      info = {std::vector<int>(size_t(graph_batch_), 1), std::vector<int>(size_t(graph_batch_), 1)};
+      info = graph_decode_batch(graph_batch_);
     }
     plan_flash_attention(info, shape_.num_q_heads, shape_.num_kv_heads, shape_.head_size, shape_.dtype,
                          shape_.kv_dtype, /*alibi=*/false, o, ws_, static_cast<cudaStream_t>(stream));

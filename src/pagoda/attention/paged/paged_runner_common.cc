@@ -13,6 +13,18 @@ int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, i
   return decode_kv_splits(std::max(1, batch * num_kv_heads), 2 * cap, num_sms, fp8_kv, cap);
 }
 
+int runner_max_splits(const LayerShape& shape, const RunnerOptions& options, int num_sms, int graph_batch) {
+  if (options.batch_invariant) return 1;
+  if (graph_batch > 0)
+    return graph_decode_splits(graph_batch, shape.num_kv_heads, num_sms, dtype_is_fp8(shape.kv_dtype),
+                               options.max_graph_splits);
+  return kMaxEagerSplits;
+}
+
+AttentionBatchInfo graph_decode_batch(int graph_batch) {
+  return {std::vector<int>(size_t(graph_batch), 1), std::vector<int>(size_t(graph_batch), 1)};
+}
+
 PagedAttentionParams paged_params(const LayerShape& s, const AttentionParams& p) {
   PagedAttentionParams a;
   a.q = p.q;

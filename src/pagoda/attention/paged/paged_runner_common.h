@@ -19,6 +19,14 @@ constexpr int kMaxEagerSplits = 64;
 // take 1 (tests/model/cuda_runner_host_test.cc).
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits);
 
+// The most KV splits a runner's workspace holds: one with batch invariance; for a captured decode step of
+// graph_batch > 0 sequences its fixed count (graph_decode_splits, capped by options.max_graph_splits); else
+// kMaxEagerSplits.
+int runner_max_splits(const LayerShape& shape, const RunnerOptions& options, int num_sms, int graph_batch);
+
+// The planner's view of a captured decode step: graph_batch sequences of one new token (any context).
+AttentionBatchInfo graph_decode_batch(int graph_batch);
+
 // The kernels' parameters of one layer's call.
 PagedAttentionParams paged_params(const LayerShape& shape, const AttentionParams& p);
 

@@ -15,16 +15,13 @@ class TritonAttnRunner final : public AttentionRunner {
 
   void reserve(const RunnerLimits& limits) override {
     graph_batch_ = limits.graph_batch;
-    const bool fp8 = dtype_is_fp8(shape_.kv_dtype);
+    max_splits_ = runner_max_splits(shape_, options_, num_sms_, graph_batch_);
     if (graph_batch_ > 0) {
       // One fixed decode work list; separate prefill/decode launches change nothing for a decode-only step.
-      max_splits_ = options_.batch_invariant ? 1
-                    : graph_decode_splits(graph_batch_, shape_.num_kv_heads, num_sms_, fp8, options_.max_graph_splits);
       all_.reserve(graph_batch_, graph_batch_, shape_.num_q_heads, shape_.head_size, max_splits_);
       return;
     }
     separate_ = options_.use_prefill_decode_attention;
-    max_splits_ = options_.batch_invariant ? 1 : kMaxEagerSplits;
     all_.reserve(limits.max_tokens, limits.max_seqs, shape_.num_q_heads, shape_.head_size, max_splits_);
     if (separate_) decode_.reserve(limits.max_tokens, limits.max_seqs, shape_.num_q_heads, shape_.head_size, max_splits_);
   }
@@ -39,8 +36,7 @@ class TritonAttnRunner final : public AttentionRunner {
     if (graph_batch_ > 0) {
       // The captured grid: graph_batch_ decode sequences, exactly max_splits_ splits whatever their context.
       o.force_splits = true;
-      const AttentionBatchInfo full{std::vector<int>(size_t(graph_batch_), 1), std::vector<int>(size_t(graph_batch_), 1)};
-      plan_paged_attention(full, shape_.num_q_heads, shape_.num_kv_heads, shape_.head_size, shape_.dtype, o, all_, s);
+      plan_paged_attention(graph_decode_batch(graph_batch_), shape_.num_q_heads, shape_.num_kv_heads, shape_.head_size, shape_.dtype, o, all_, s);
       return;
     }
     const AttentionBatchInfo info{batch.query_lens, batch.seq_lens};

@@ -465,7 +465,6 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
 // over the metadata in m.meta (cuBLASLt plans, kernel attributes), then captures it as m.graphs[bp].
 void CudaModelRunner::capture_graph(int bp) {
   Impl& m = *impl_;
-  const ModelConfig& c = m.cfg;
   auto& g = m.graphs[bp];
   g = std::make_unique<Impl::Graph>();
   g->runners = make_runners(m, {.max_tokens = bp, .max_seqs = bp, .max_model_len = m.opt.max_model_len, .graph_batch = bp});
@@ -481,29 +480,37 @@ void CudaModelRunner::capture_graph(int bp) {
   PAGODA_LOG_DEBUG("captured a CUDA graph for decode batch size ", bp);
 }
 
+namespace {
+// Sequences [first, last) of a captured decode step's host metadata as padding: empty (query_start_loc stays
+// at `tokens`), context 0, one token slot each that writes nothing to the cache (slot -1), its own logits row.
+// PRECOND: a decode step, so sequence s and its token share index s.
+void write_padding_sequences(CudaModelRunner::Impl& m, int first, int last, int tokens) {
+  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
+  int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
+  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
+  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
+  int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
+  int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
+  int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+  for (int s = first; s < last; ++s) {
+    ids[s] = 0;
+    pos[s] = 0;
+    slot[s] = -1;
+    qsl[s + 1] = tokens;
+    sl[s] = 0;
+    li[s] = s;
+  }
+}
+}  // namespace
+
 void CudaModelRunner::capture_decode_graphs() {
   Impl& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   int n = 0;
   for (int bp : m.graph_sizes) {
     if (m.graphs.count(bp) && m.graphs[bp]) continue;
-    // bp padding sequences: no tokens, nothing written to the cache (slot -1), context 0.
-    uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
-    int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
-    int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
-    int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
-    int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
-    int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
-    int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
-    qsl[0] = 0;
-    for (int s = 0; s < bp; ++s) {
-      ids[s] = 0;
-      pos[s] = 0;
-      slot[s] = -1;
-      qsl[s + 1] = 0;
-      sl[s] = 0;
-      li[s] = s;
-    }
+    reinterpret_cast<int32_t*>(static_cast<uint8_t*>(m.meta_host.data()) + m.off_qsl)[0] = 0;
+    write_padding_sequences(m, 0, bp, 0);  // bp padding sequences
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
     capture_graph(bp);  // syncs after its eager run, before meta_host is written again
     ++n;
@@ -581,14 +588,7 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   }
   qsl[S] = T;
   std::memcpy(li, b.logits_indices.data(), size_t(R) * 4);
-  for (int s = S; s < Sp; ++s) {  // graph padding: empty sequences, tokens that write nothing
-    ids[s] = 0;
-    pos[s] = 0;
-    slot[s] = -1;
-    qsl[s + 1] = T;
-    sl[s] = 0;
-    li[s] = s;
-  }
+  write_padding_sequences(m, S, Sp, T);  // up to the captured batch size
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
   if (prof.on) prof.step.prep_s = since(prof.t0);
 
