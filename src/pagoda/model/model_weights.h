@@ -8,16 +8,19 @@
 #include <vector>
 
 #include "pagoda/core/dtype.h"
+#include "pagoda/core/quant_type.h"
 #include "pagoda/model/model_config.h"
 
 namespace pagoda {
 
 class SafetensorsCheckpoint;
 
-// A [rows, cols] row-major matrix (a PyTorch Linear weight is [out_features, in_features]).
+// A [rows, cols] row-major matrix (a PyTorch Linear weight is [out_features, in_features]). When `quant` is
+// not kNone each row is quant_row_bytes(quant, cols) bytes of blocks and `dtype` is unused.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::kF32;  // kF32, kBF16 or kF16
+  QuantType quant = QuantType::kNone;
   int64_t rows = 0, cols = 0;
 };
 

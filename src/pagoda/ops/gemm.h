@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "pagoda/core/dtype.h"
+#include "pagoda/core/quant_type.h"
 #include "pagoda/ops/thread_pool.h"
 
 namespace pagoda {
@@ -11,7 +12,9 @@ namespace pagoda {
 struct MatmulParams {
   const float* x = nullptr;   // [m, k] activations, row stride ldx (elements)
   const void* w = nullptr;    // [n, k] weights (a PyTorch Linear's layout), rows contiguous, dtype w_dtype
-  DType w_dtype = DType::kF32;  // kF32, kBF16 or kF16
+  DType w_dtype = DType::kF32;  // kF32, kBF16 or kF16; unused when w_quant is set
+  // Block-quantized weights: each row of W is quant_row_bytes(w_quant, k) bytes (k % block_elems == 0).
+  QuantType w_quant = QuantType::kNone;
   const float* bias = nullptr;  // [n] or nullptr
   float* y = nullptr;         // [m, n] output, row stride ldy; must not alias x
   int64_t m = 0, n = 0, k = 0;
