@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages pagoda builds and tests with. Idempotent; safe to run as root or with sudo.
+# Installs the Debian packages pagoda builds and tests with, then fetches the built-in model
+# (scripts/fetch-models.sh). Idempotent; safe to run as root or with sudo.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -15,12 +17,17 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# As the user, not root: the model lands in the cache of whoever runs pagoda.
+if [[ -n ${SUDO_USER:-} && $(id -u) -eq 0 ]]; then
+  sudo -u "$SUDO_USER" -H bash "$here/fetch-models.sh"
+else
+  bash "$here/fetch-models.sh"
+fi

@@ -109,4 +109,22 @@ size_t utf8_incomplete_tail(std::string_view s) {
   return 0;
 }
 
+std::string terminal_safe(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) {
+    char32_t cp = 0;
+    bool valid = true;
+    const size_t n = utf8_decode(s, pos, &cp, &valid);
+    if (cp == U'\r') {
+    } else if (!valid || (cp < 0x20 && cp != U'\n' && cp != U'\t') || (cp >= 0x7F && cp < 0xA0)) {
+      out += kReplacementUtf8;
+    } else {
+      out.append(s.substr(pos, n));
+    }
+    pos += n;
+  }
+  return out;
+}
+
 }  // namespace pagoda

@@ -21,6 +21,10 @@ void utf8_append(char32_t cp, std::string* out);
 bool utf8_is_valid(std::string_view s);
 // Replaces every maximal invalid subpart with U+FFFD.
 std::string utf8_lossy(std::string_view s);
+// Text safe to write to a terminal: invalid UTF-8 and control characters (C0 but tab and newline, DEL,
+// C1 — ESC and CSI sequences among them, which can move the cursor or switch the character set) each become
+// U+FFFD, except carriage return, which is dropped (it would let later text overwrite the line).
+std::string terminal_safe(std::string_view s);
 // Bytes at the end of `s` that begin a character but stop before its end (0..3): held back by streaming.
 size_t utf8_incomplete_tail(std::string_view s);
 
