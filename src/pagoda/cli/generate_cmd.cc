@@ -11,8 +11,11 @@
 #include "pagoda/cli/commands.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/utf8.h"
 #include "pagoda/engine/engine.h"
 #include "pagoda/engine/model_setup.h"
+#include "pagoda/model/builtin_models.h"
+#include "pagoda/tokenizer/chat_template.h"
 
 namespace pagoda {
 namespace {
@@ -21,6 +24,7 @@ struct GenerateOptions {
   std::optional<std::string> prompt;
   std::optional<std::string> prompt_file;
   std::optional<std::string> prompt_token_ids;
+  std::optional<bool> chat;  // unset: a chat for the built-in model, plain text for the others
   int max_tokens = 64;
   SamplingParams sampling;
   bool temperature_given = false;
@@ -51,8 +55,10 @@ int run_generate(const std::vector<std::string>& raw) {
   EngineArgs args;
   GenerateOptions g;
   ArgParser parser("pagoda generate",
-                   "Generate text from a prompt with a model (a local Hugging Face folder, a hub repo id, or the "
-                   "built-in dummy:tiny), streaming it to stdout; startup lines and statistics go to stderr.");
+                   "Generate text from a prompt with a model (a local Hugging Face folder, a GGUF file, a hub repo "
+                   "id, or a built-in: smollm2:135m, the default, or dummy:tiny), streaming it to stdout; startup "
+                   "lines and statistics go to stderr. With no --model and no prompt it asks the built-in model a "
+                   "short question as a chat.");
   register_engine_options(parser, args, EngineOptionSet::kEngine);
   parser.add({"--prompt", {}, "TEXT", "The prompt (BOS is added as the tokenizer says; \"\" = BOS only).", "generate",
               [&](const std::string& v) { g.prompt = v; }, {}, {}});
@@ -60,6 +66,11 @@ int run_generate(const std::vector<std::string>& raw) {
               [&](const std::string& v) { g.prompt_file = v; }, {}, {}});
   parser.add({"--prompt-token-ids", {}, "IDS", "The prompt as comma-separated token ids (no BOS added).", "generate",
               [&](const std::string& v) { g.prompt_token_ids = v; }, {}, {}});
+  parser.add({"--chat", {}, "", "Send the prompt as a user message through the model's chat template "
+              "(the default for the built-in model).", "generate",
+              [&](const std::string&) { g.chat = true; }, {}, {}});
+  parser.add({"--no-chat", {}, "", "Send the prompt as plain text (the default for other models).", "generate",
+              [&](const std::string&) { g.chat = false; }, {}, {}});
   parser.add({"--max-tokens", {}, "N", "Maximum number of generated tokens.", "generate",
               [&](const std::string& v) { g.max_tokens = parse_int_arg("--max-tokens", v); },
               [&] { return std::to_string(g.max_tokens); }, {}});
@@ -106,14 +117,27 @@ int run_generate(const std::vector<std::string>& raw) {
     prompt_text = ss.str();
   } else if (g.prompt) {
     prompt_text = *g.prompt;
-  } else if (!g.prompt_token_ids) {
-    prompt_text = "Once upon a time";
   }
+  if (g.chat.value_or(false) && g.prompt_token_ids)
+    throw_config_error("--chat renders a text prompt through the chat template; --prompt-token-ids are sent as "
+                       "they are (drop --chat)");
+  const bool chat = g.chat.value_or(is_builtin_real_model(args.model.model) && !g.prompt_token_ids);
+  if (!g.prompt && !g.prompt_file && !g.prompt_token_ids) prompt_text = chat ? "What is the capital of France?" : "Once upon a time";
 
   EngineSetup e = setup_engine(args, v);
   if (!g.prompt_token_ids) {
-    if (!e.tokenizer) throw_config_error("this model has no tokenizer.json: give the prompt with --prompt-token-ids");
-    for (int id : e.tokenizer->encode(prompt_text, true)) prompt_ids.push_back(int32_t(id));
+    if (!e.tokenizer) throw_config_error("this model has no tokenizer: give the prompt with --prompt-token-ids");
+    if (chat) {
+      if (e.tokenizer->chat_template().empty())
+        throw_config_error("--chat: this model's tokenizer has no chat template; use --no-chat");
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      messages.push_back({{"role", "user"}, {"content", prompt_text}});
+      // As vLLM's chat path: the template writes the special tokens, the tokenizer adds none.
+      const std::string rendered = apply_chat_template(*e.tokenizer, messages, nullptr, true, nullptr);
+      for (int id : e.tokenizer->encode(rendered, false)) prompt_ids.push_back(int32_t(id));
+    } else {
+      for (int id : e.tokenizer->encode(prompt_text, true)) prompt_ids.push_back(int32_t(id));
+    }
   }
   GenerateRequest req;
   req.prompt_ids = prompt_ids;
@@ -126,10 +150,16 @@ int run_generate(const std::vector<std::string>& raw) {
   Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
   GenerateStats st;
   const bool stream = !g.output_json;
+  // A terminal gets the text with control characters replaced (model output must not drive it); a pipe or
+  // file gets it exactly.
+  const bool to_terminal = ::isatty(STDOUT_FILENO) == 1;
   // Streams the text as it comes, or the token ids without a tokenizer.
   auto on_output = [&](size_t, const RequestOutput& o) {
     if (!stream) return;
-    if (e.tokenizer) std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
+    if (e.tokenizer && to_terminal) {
+      const std::string safe = terminal_safe(o.text_delta);
+      std::fwrite(safe.data(), 1, safe.size(), stdout);
+    } else if (e.tokenizer) std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
     else for (int32_t token : o.new_token_ids) std::printf("%d ", token);
     std::fflush(stdout);
   };
