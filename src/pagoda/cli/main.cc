@@ -15,7 +15,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  serve [MODEL]       serve a model over an OpenAI-compatible HTTP API\n"
-    "  generate            run a model on a prompt and stream the text (default model: the built-in dummy:tiny)\n"
+    "  generate            run a model on a prompt and stream the text (default model: the built-in smollm2:135m)\n"
     "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
     "  bench serve         load a running server: throughput, TTFT / TPOT / ITL percentiles\n"

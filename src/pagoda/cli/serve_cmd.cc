@@ -17,6 +17,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/engine/model_setup.h"
+#include "pagoda/model/builtin_models.h"
 #include "pagoda/server/api_server.h"
 
 namespace pagoda {
@@ -29,7 +30,8 @@ int run_serve(const std::vector<std::string>& raw) {
   ArgParser parser("pagoda serve",
                    "Serve a model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
                    "/v1/models, /health, /metrics, /tokenize, /detokenize).");
-  parser.add_positional("MODEL", "The model: a local Hugging Face folder, a hub repo id, or dummy:tiny.",
+  parser.add_positional("MODEL", "The model: a local Hugging Face folder, a GGUF file, a hub repo id, or a built-in "
+                        "(smollm2:135m, served when no model is given, or dummy:tiny).",
                         [&](const std::string& v) { positional_model = v; });
   register_engine_options(parser, args, EngineOptionSet::kServe);
   parser.add({"--chat-template", {}, "FILE|TEMPLATE", "Chat template (a file, or the Jinja text itself) replacing "
@@ -37,7 +39,7 @@ int run_serve(const std::vector<std::string>& raw) {
   if (!parse_command_line(parser, raw, true)) return 0;
   if (positional_model) args.model.model = *positional_model;
   else if (!parser.given("--model"))
-    throw_config_error("No model specified! Please specify model either as a positional argument or in a config file.");
+    PAGODA_LOG_INFO("No model given: serving the built-in ", kDefaultModel, " (SmolLM2-135M-Instruct, Q4_1).");
   ValidatedArgs v = validate_engine_command(args);
   if (args.server.port < 0 || args.server.port > 65535)
     throw_config_error("--port must be between 0 and 65535, got ", args.server.port);

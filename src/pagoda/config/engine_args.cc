@@ -51,8 +51,9 @@ void check_sizes(const EngineArgs& a) {
 void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
   const bool full = set != EngineOptionSet::kExplain;
   // ---- model ----
-  p.add({"--model", {}, "DIR|NAME", "Model: a local Hugging Face folder, a Hugging Face repo id (looked up in "
-         "the HF cache, downloaded when the network allows), or dummy:tiny (built-in, random weights).", "model",
+  p.add({"--model", {}, "DIR|FILE|NAME", "Model: a local Hugging Face folder, a GGUF file, a Hugging Face repo id "
+         "(looked up in the HF cache, downloaded when the network allows), or a built-in: smollm2:135m "
+         "(SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-models.sh) or dummy:tiny (random weights).", "model",
          [&a](const std::string& v) { a.model.model = v; }, [&a] { return a.model.model; }, {}});
   if (full) {
     p.add({"--tokenizer", {}, "DIR", "Tokenizer folder (default: the model's).", "model",
@@ -133,6 +134,10 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
              a.device.device = v;
            },
            [&a] { return a.device.device; }, {}});
+    p.add({"--cpu-threads", {}, "N", "CPU: threads of the forward pass, the calling one included (0 = one per "
+           "hardware thread).", "device",
+           [&a](const std::string& v) { a.device.cpu_threads = parse_int_arg("--cpu-threads", v, 4096, "threads"); },
+           [&a] { return std::to_string(a.device.cpu_threads); }, {}});
     p.add({"--enforce-eager", {}, "", "Run decode steps eagerly (no CUDA graphs).", "device",
            [&a](const std::string&) { a.device.enforce_eager = true; }, [&a] { return show_bool(a.device.enforce_eager); }, {}});
   }

@@ -32,7 +32,9 @@ inline constexpr int kMaxNumSeqs = 1 << 16;           // sequences per step
 inline constexpr int kMaxNumBatchedTokens = 1 << 24;  // tokens per step
 
 struct ModelArgs {
-  std::string model = "dummy:tiny";  // a local directory, a Hugging Face repo id, or dummy:tiny
+  // A local directory, a GGUF file, a Hugging Face repo id, or a built-in: "smollm2:135m" (the default, a real
+  // model: model/builtin_models.h's kDefaultModel), "dummy:tiny" and the other random-weight ones.
+  std::string model = "smollm2:135m";
   std::string tokenizer;             // defaults to the model
   std::string revision = "main";
   std::string dtype = "auto";        // auto, bfloat16, float16, float32 (half, float)
@@ -64,6 +66,7 @@ struct AttentionArgs {
 
 struct DeviceArgs {
   std::string device = "auto";  // auto, cuda, cpu
+  int cpu_threads = 0;          // CPU forward pass threads, the caller included; 0 = one per hardware thread
   bool enforce_eager = false;
   std::string log_level;        // empty: PAGODA_LOGGING_LEVEL or INFO
 };

@@ -121,6 +121,9 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   // Model dtype (§9.3); on the CPU compute is float32 whatever it is: it sets the KV cache `auto` dtype and,
   // when given explicitly, the weight storage.
   const bool cuda = e.device.kind == DeviceKind::kCuda;
+  if (cuda && args.device.cpu_threads != 0)
+    throw_config_error("--cpu-threads sets the CPU forward pass's threads, but the model runs on ", describe(e.device),
+                       "; drop it or add --device cpu");
   e.model_dtype = resolve_model_dtype(v.dtype, cfg.checkpoint_dtype, cuda && *e.device.cc < ComputeCapability{8, 0});
   e.max_model_len = args.model.max_model_len.value_or(cfg.max_position_embeddings);
   if (e.max_model_len <= 0 || e.max_model_len > kMaxModelLen)
@@ -229,7 +232,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
                     " tokens, ", format_bytes(kv_bytes), ", ", dtype_name(kv.dtype), ")");
     auto groups = group_attention_layers(cfg, backends, DType::kF32, kv_dtype, e.attention.kv_layout,
                                          e.attention.block_size, causal, ro);
-    e.runner = std::make_unique<CpuModelRunner>(e.model, kv, std::move(groups), 0);
+    e.runner = std::make_unique<CpuModelRunner>(e.model, kv, std::move(groups), args.device.cpu_threads);
   }
 
   std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : args.model.tokenizer;
