@@ -136,7 +136,10 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
            [&a] { return a.device.device; }, {}});
     p.add({"--cpu-threads", {}, "N", "CPU: threads of the forward pass, the calling one included (0 = one per "
            "hardware thread).", "device",
-           [&a](const std::string& v) { a.device.cpu_threads = parse_int_arg("--cpu-threads", v, 4096, "threads"); },
+           [&a](const std::string& v) {
+             a.device.cpu_threads = parse_int_arg("--cpu-threads", v, 4096, "threads");
+             if (a.device.cpu_threads < 0) throw_config_error("--cpu-threads must be >= 0, got ", a.device.cpu_threads);
+           },
            [&a] { return std::to_string(a.device.cpu_threads); }, {}});
     p.add({"--enforce-eager", {}, "", "Run decode steps eagerly (no CUDA graphs).", "device",
            [&a](const std::string&) { a.device.enforce_eager = true; }, [&a] { return show_bool(a.device.enforce_eager); }, {}});
