@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "pagoda/ops/quant/quant_matmul.h"
 
@@ -53,6 +54,10 @@ struct Isa {
 
 }  // namespace
 
+void quantize_acts_avx512(const float* x, int64_t ldx, int64_t rows, int64_t k, int block, int8_t* q, float* d,
+                        int32_t* sum32, int32_t* sum16, float* sx) {
+  quantize_acts_simd(x, ldx, rows, k, block, q, d, sum32, sum16, sx);
+}
 void gemv_avx512(const QuantWeights& w, const RowActs& a, int64_t j0, int64_t j1, float* y, int64_t ldy) {
   gemv_any(w, a, j0, j1, y, ldy);
 }
@@ -66,6 +71,7 @@ void gemm_avx512(const QuantWeights& w, const PanelActs& a, int64_t m, int64_t j
 #pragma GCC pop_options
 #else
 namespace pagoda::quant {
+void quantize_acts_avx512(const float*, int64_t, int64_t, int64_t, int, int8_t*, float*, int32_t*, int32_t*, float*) {}
 void gemv_avx512(const QuantWeights&, const RowActs&, int64_t, int64_t, float*, int64_t) {}
 void gemm_avx512(const QuantWeights&, const PanelActs&, int64_t, int64_t, int64_t, float*, int64_t, float*) {}
 }  // namespace pagoda::quant

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "pagoda/core/error.h"
@@ -72,7 +73,7 @@ void quantize_act_row(const float* x, int64_t k, int block, int8_t* q, float* d,
   for (int64_t g = 0; g < k / 32; ++g) sum32[g] = sum16[2 * g] + sum16[2 * g + 1];
 }
 
-RowActs quantize_acts(const MatmulParams& p, int64_t ldx, int block, ActBuffers& buf, ThreadPool* pool) {
+RowActs quantize_acts(const MatmulParams& p, int64_t ldx, int block, QuantIsa isa, ActBuffers& buf, ThreadPool* pool) {
   const int64_t m = p.m, k = p.k, nb = k / block;
   buf.q.resize(size_t(m * k));
   buf.d.resize(size_t(m * nb));
@@ -81,35 +82,51 @@ RowActs quantize_acts(const MatmulParams& p, int64_t ldx, int block, ActBuffers&
   buf.sum16.resize(size_t(m * k / 16));
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / k);
   parallel_for(pool, m, grain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      quantize_act_row(p.x + i * ldx, k, block, buf.q.data() + i * k, buf.d.data() + i * nb,
-                       buf.sum32.data() + i * (k / 32), buf.sum16.data() + i * (k / 16),
-                       block == 32 ? buf.sx.data() + i * nb : nullptr);
+    int8_t* q = buf.q.data() + i0 * k;
+    float* d = buf.d.data() + i0 * nb;
+    int32_t* s32 = buf.sum32.data() + i0 * (k / 32);
+    int32_t* s16 = buf.sum16.data() + i0 * (k / 16);
+    float* sx = block == 32 ? buf.sx.data() + i0 * nb : nullptr;
+    switch (isa) {
+      case QuantIsa::kScalar:
+        for (int64_t i = i0; i < i1; ++i)
+          quantize_act_row(p.x + i * ldx, k, block, q + (i - i0) * k, d + (i - i0) * nb, s32 + (i - i0) * (k / 32),
+                           s16 + (i - i0) * (k / 16), sx ? sx + (i - i0) * nb : nullptr);
+        break;
+      case QuantIsa::kAvx2: quantize_acts_avx2(p.x + i0 * ldx, ldx, i1 - i0, k, block, q, d, s32, s16, sx); break;
+      case QuantIsa::kAvx512Vnni: quantize_acts_avx512(p.x + i0 * ldx, ldx, i1 - i0, k, block, q, d, s32, s16, sx); break;
+    }
   });
   return RowActs{.m = m, .k = k, .block = block, .q = buf.q.data(), .d = buf.d.data(), .sum32 = buf.sum32.data(),
                  .sum16 = buf.sum16.data(), .sx = buf.sx.data()};
 }
 
-PanelActs make_panels(const RowActs& a, int P, ActBuffers& buf) {
-  const int64_t panels = (a.m + P - 1) / P, k = a.k, nb = k / a.block;
-  buf.pq.assign(size_t(panels * P * k), 0);
-  buf.pd.assign(size_t(panels * P * nb), 0.0f);
-  buf.psx.assign(size_t(panels * P * nb), 0.0f);
-  buf.psum32.assign(size_t(panels * P * (k / 32)), 0);
-  buf.psum16.assign(size_t(panels * P * (k / 16)), 0);
-  const bool has_sx = a.block == 32;
-  for (int64_t i = 0; i < a.m; ++i) {
-    const int64_t pn = i / P, r = i % P;
-    int8_t* pq = buf.pq.data() + pn * P * k;
-    for (int64_t t4 = 0; t4 < k / 4; ++t4)
-      for (int e = 0; e < 4; ++e) pq[(t4 * P + r) * 4 + e] = a.q[i * k + 4 * t4 + e];
-    for (int64_t b = 0; b < nb; ++b) {
-      buf.pd[size_t((pn * nb + b) * P + r)] = a.d[i * nb + b];
-      if (has_sx) buf.psx[size_t((pn * nb + b) * P + r)] = a.sx[i * nb + b];
+// dst[c][r] = src[r][c] for c < cols, r < P: rows r >= rows are zero. 4-byte elements, stores in order.
+template <typename T>
+void interleave(const T* src, int64_t src_stride, int64_t rows, int64_t cols, int P, T* dst) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < P; ++r) dst[c * P + r] = r < rows ? src[r * src_stride + c] : T(0);
+}
+
+PanelActs make_panels(const RowActs& a, int P, ActBuffers& buf, ThreadPool* pool) {
+  const int64_t panels = (a.m + P - 1) / P, k = a.k, nb = k / a.block, g32 = k / 32, g16 = k / 16;
+  buf.pq.resize(size_t(panels * P * k));
+  buf.pd.resize(size_t(panels * P * nb));
+  buf.psx.resize(size_t(panels * P * nb));
+  buf.psum32.resize(size_t(panels * P * g32));
+  buf.psum16.resize(size_t(panels * P * g16));
+  parallel_for(pool, panels, std::max<int64_t>(1, (int64_t(1) << 15) / (P * k)), [&](int64_t pb, int64_t pe) {
+    for (int64_t pn = pb; pn < pe; ++pn) {
+      const int64_t i0 = pn * P, rows = std::min<int64_t>(P, a.m - i0);
+      // The codes move 4 at a time (one int32 lane of the kernels).
+      interleave(reinterpret_cast<const int32_t*>(a.q + i0 * k), k / 4, rows, k / 4, P,
+                 reinterpret_cast<int32_t*>(buf.pq.data() + pn * P * k));
+      interleave(a.d + i0 * nb, nb, rows, nb, P, buf.pd.data() + pn * P * nb);
+      if (a.block == 32) interleave(a.sx + i0 * nb, nb, rows, nb, P, buf.psx.data() + pn * P * nb);
+      interleave(a.sum32 + i0 * g32, g32, rows, g32, P, buf.psum32.data() + pn * P * g32);
+      interleave(a.sum16 + i0 * g16, g16, rows, g16, P, buf.psum16.data() + pn * P * g16);
     }
-    for (int64_t g = 0; g < k / 32; ++g) buf.psum32[size_t((pn * (k / 32) + g) * P + r)] = a.sum32[i * (k / 32) + g];
-    for (int64_t g = 0; g < k / 16; ++g) buf.psum16[size_t((pn * (k / 16) + g) * P + r)] = a.sum16[i * (k / 16) + g];
-  }
+  });
   return PanelActs{.P = P, .panels = panels, .k = k, .block = a.block, .q = buf.pq.data(), .d = buf.pd.data(),
                    .sum32 = buf.psum32.data(), .sum16 = buf.psum16.data(), .sx = buf.psx.data()};
 }
@@ -235,10 +252,10 @@ void quant_matmul(const MatmulParams& p, ThreadPool* pool, QuantIsa isa) {
   const QuantWeights w{.t = p.w_quant, .w = static_cast<const uint8_t*>(p.w),
                        .row_bytes = quant_row_bytes(p.w_quant, p.k), .k = p.k};
   thread_local ActBuffers buf;
-  const RowActs acts = quantize_acts(p, ldx, tr.block_elems == 32 ? 32 : 256, buf, pool);
+  const RowActs acts = quantize_acts(p, ldx, tr.block_elems == 32 ? 32 : 256, isa, buf, pool);
   const bool gemv = isa == QuantIsa::kScalar || p.m <= kGemvMaxRows;
   PanelActs panels;
-  if (!gemv) panels = make_panels(acts, isa == QuantIsa::kAvx512Vnni ? 16 : 8, buf);
+  if (!gemv) panels = make_panels(acts, isa == QuantIsa::kAvx512Vnni ? 16 : 8, buf, pool);
   // Tasks of at least ~64K multiply-adds: less is not worth handing to another thread.
   const int64_t tile = gemv ? 1 : kGemmTileN;
   const int64_t num_tiles = (p.n + tile - 1) / tile;

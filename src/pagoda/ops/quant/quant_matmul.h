@@ -71,6 +71,13 @@ struct QuantWeights {
 // weight block serves a whole panel per instruction (GEMM).
 constexpr int64_t kGemvMaxRows = 3;
 
+// rows x k activations (row stride ldx) quantized into RowActs' arrays (q row stride k, the others per row
+// as in RowActs; sx may be null), the same bits as the scalar quantizer.
+void quantize_acts_avx2(const float* x, int64_t ldx, int64_t rows, int64_t k, int block, int8_t* q, float* d,
+                        int32_t* sum32, int32_t* sum16, float* sx);
+void quantize_acts_avx512(const float* x, int64_t ldx, int64_t rows, int64_t k, int block, int8_t* q, float* d,
+                          int32_t* sum32, int32_t* sum16, float* sx);
+
 // Writes acc (the canonical sum, no bias) of rows [0, a.m) x weight rows [j0, j1) to y[i * ldy + j].
 void gemv_avx2(const QuantWeights& w, const RowActs& a, int64_t j0, int64_t j1, float* y, int64_t ldy);
 void gemv_avx512(const QuantWeights& w, const RowActs& a, int64_t j0, int64_t j1, float* y, int64_t ldy);
