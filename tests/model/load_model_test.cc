@@ -68,7 +68,7 @@ TEST(LoadModel, DummyFormatUsesTheConfigShapes) {
   EXPECT_EQ(m.weights->layers[0].q.dtype, DType::kF16);
   EXPECT_EQ(m.weights->layers[0].gate.rows, 384);
   EXPECT_EQ(parse_load_format("dummy"), LoadFormat::kDummy);
-  EXPECT_THROW(parse_load_format("gguf"), Error);
+  EXPECT_THROW(parse_load_format("pt"), Error);
 }
 
 TEST(LoadModel, DtypeOverrideConvertsWeights) {

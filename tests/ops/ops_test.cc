@@ -84,6 +84,16 @@ TEST(Rope, Llama3InvFreq) {
   EXPECT_EQ(lin[1], float(std::pow(10000.0, -2.0 / 8.0) / 2.0));
 }
 
+// GGUF's rope_freqs: each frequency of the schedule divided by its factor, in double, rounded once.
+TEST(Rope, FreqFactorsDivideEachFrequency) {
+  const std::vector<float> ff = {1.0f, 1.5f, 3.25f, 8.0f};
+  const auto inv = rope_inv_freq({.rotary_dim = 8, .theta = 500000.0, .freq_factors = ff.data()});
+  const auto plain = rope_inv_freq({.rotary_dim = 8, .theta = 500000.0});
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(inv[size_t(i)], float(std::pow(500000.0, -2.0 * i / 8.0) / double(ff[size_t(i)]))) << i;
+  EXPECT_EQ(inv[0], plain[0]);
+  EXPECT_NE(inv[3], plain[3]);
+}
+
 // The op defines the angle as float32(float(pos) * inv_freq) (transformers computes it in float32); from
 // there the reference is float64. cos/sin rounded to float (u each), two products and a sum (3u): |err| <=
 // 4u (|x1| + |x2|) per output.

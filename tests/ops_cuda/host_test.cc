@@ -8,6 +8,7 @@
 #include "pagoda/ops/cuda/device_buffer.h"
 #include "pagoda/ops/cuda/philox.h"
 #include "pagoda/ops/cuda/rope_kv.h"
+#include "pagoda/ops/rope.h"
 
 namespace pagoda {
 namespace {
@@ -90,6 +91,18 @@ TEST(RopeTable, Llama3ScalingBands) {
   EXPECT_GT(low, 0);
   EXPECT_GT(high, 0);
   EXPECT_GT(mid, 0);  // all three bands are exercised by this configuration
+}
+
+// GGUF's rope_freqs divide each frequency; the table agrees with the CPU runner's inv_freq bit for bit.
+TEST(RopeTable, FreqFactorsMatchTheCpu) {
+  const std::vector<float> ff = {1.0f, 1.0f, 1.7f, 2.5f, 4.0f, 8.0f, 8.0f, 8.0f};
+  const auto inv = rope_inv_freq(16, 500000.0, nullptr, ff.data());
+  const auto cpu = rope_inv_freq(RopeFrequencyParams{.rotary_dim = 16, .theta = 500000.0, .freq_factors = ff.data()});
+  ASSERT_EQ(inv.size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(inv[i], cpu[size_t(i)]) << i;
+    EXPECT_EQ(inv[i], float(std::pow(500000.0, -2.0 * i / 16) / double(ff[size_t(i)]))) << i;
+  }
 }
 
 TEST(RopeTable, CosSinOfPositionTimesFrequency) {

@@ -23,7 +23,7 @@ CONFIG_ERRORS = [
     ({"max_num_seqs": 0}, ["--max-num-seqs", "0"]),
     ({"gpu_memory_utilization": 1.5}, ["--gpu-memory-utilization", "1.5"]),
     ({"device": "tpu"}, ["--device", "tpu"]),
-    ({"load_format": "gguf"}, ["--load-format", "gguf"]),
+    ({"load_format": "pt"}, ["--load-format", "pt"]),
     ({"log_level": "LOUD"}, ["--log-level", "LOUD"]),
     ({"config": "engine.txt"}, ["--config", "engine.txt"]),
     ({"json_config": "/nonexistent/engine.json"}, ["--json-config", "/nonexistent/engine.json"]),

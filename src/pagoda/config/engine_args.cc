@@ -66,9 +66,9 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
          [&a](const std::string& v) { a.model.dtype = v; },  // checked with the other values (§9.7)
          [&a] { return a.model.dtype; }, {}});
   if (full) {
-    p.add({"--load-format", {}, "F", "auto, safetensors, or dummy (random weights of the config's shapes).", "model",
+    p.add({"--load-format", {}, "F", "auto, safetensors, gguf, or dummy (random weights of the config's shapes).", "model",
            [&a](const std::string& v) {
-             check_choice("--load-format", v, {"auto", "safetensors", "dummy"});
+             check_choice("--load-format", v, {"auto", "safetensors", "gguf", "dummy"});
              a.model.load_format = v;
            },
            [&a] { return a.model.load_format; }, {}});

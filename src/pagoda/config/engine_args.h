@@ -38,7 +38,7 @@ struct ModelArgs {
   std::string tokenizer;             // defaults to the model
   std::string revision = "main";
   std::string dtype = "auto";        // auto, bfloat16, float16, float32 (half, float)
-  std::string load_format = "auto";  // auto, safetensors, dummy
+  std::string load_format = "auto";  // auto, safetensors, gguf, dummy
   std::optional<int> max_model_len;
   int seed = 0;
 };

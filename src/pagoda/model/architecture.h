@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pagoda/model/model_config.h"
+#include "pagoda/model/model_weights.h"
 
 namespace pagoda {
 
@@ -46,6 +47,13 @@ const ArchitectureSpec& mistral_architecture();
 const ArchitectureSpec& architecture_spec(Architecture a);
 const ArchitectureSpec* find_architecture(std::string_view hf_name);  // null when unknown
 std::string supported_architectures();  // "LlamaForCausalLM, Qwen2ForCausalLM, ..."
+
+// Where a tensor of `t`'s role goes in `w` (whose layers are sized): a matrix or a float vector.
+struct WeightSlot {
+  WeightMatrix* matrix = nullptr;
+  std::vector<float>* vec = nullptr;
+};
+WeightSlot weight_slot(ModelWeights& w, const TensorSpec& t);
 
 // Shared by the architecture files -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ RopeFrequencyParams rope_params(const ModelConfig& c) {
   r.low_freq_factor = s.low_freq_factor;
   r.high_freq_factor = s.high_freq_factor;
   r.original_max_position_embeddings = s.original_max_position_embeddings;
+  r.freq_factors = s.freq_factors.empty() ? nullptr : s.freq_factors.data();
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/model/gguf_model.h"
 #include "pagoda/model/safetensors.h"
 
 namespace pagoda {
@@ -31,8 +32,9 @@ ModelConfig dummy_tiny_config() {
 LoadFormat parse_load_format(const std::string& s) {
   if (s == "auto") return LoadFormat::kAuto;
   if (s == "safetensors") return LoadFormat::kSafetensors;
+  if (s == "gguf") return LoadFormat::kGguf;
   if (s == "dummy") return LoadFormat::kDummy;
-  throw_config_error("unknown load format '", s, "' (valid: auto, safetensors, dummy)");
+  throw_config_error("unknown load format '", s, "' (valid: auto, safetensors, gguf, dummy)");
 }
 
 ModelConfig dummy_llama3_8b_config() {
@@ -66,10 +68,17 @@ std::optional<ModelConfig> builtin_model_config(const std::string& name) {
 LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   LoadedModel m;
   auto builtin = builtin_model_config(path);
+  std::shared_ptr<const GgufFile> gguf;
   if (builtin) {
-    if (opt.load_format == LoadFormat::kSafetensors)
-      throw_config_error("'", path, "' is a built-in model with random weights; it has no safetensors to load");
+    if (opt.load_format == LoadFormat::kSafetensors || opt.load_format == LoadFormat::kGguf)
+      throw_config_error("'", path, "' is a built-in model with random weights; it has no files to load");
     m.config = *builtin;
+  } else if (opt.load_format == LoadFormat::kGguf || is_gguf_path(path)) {
+    if (opt.load_format == LoadFormat::kSafetensors)
+      throw_config_error("'", path, "' is a GGUF file, not safetensors; use --load-format gguf or auto");
+    gguf = GgufFile::open(path);
+    m.config = gguf_model_config(*gguf);
+    m.gguf_vocab = read_gguf_vocab(*gguf);
   } else {
     m.config = parse_model_config(path);
   }
@@ -82,6 +91,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
     }
     m.weights = std::make_shared<const ModelWeights>(make_random_weights(m.config, opt.seed, dt));
     PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt));
+    return m;
+  }
+  if (gguf) {
+    m.weights = std::make_shared<const ModelWeights>(load_gguf_weights(m.config, gguf, opt.dtype));
     return m;
   }
   auto ck = SafetensorsCheckpoint::open(path);

@@ -1,5 +1,5 @@
-// Model loading: a Hugging Face folder (safetensors, one file or sharded), or random weights of a config's
-// shapes (`--load-format dummy`), or the built-in `dummy:tiny`.
+// Model loading: a Hugging Face folder (safetensors, one file or sharded), a GGUF file, or random weights of
+// a config's shapes (`--load-format dummy`), or the built-in `dummy:tiny`.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,11 @@
 #include "pagoda/model/kv_scales.h"
 #include "pagoda/model/model_config.h"
 #include "pagoda/model/model_weights.h"
+#include "pagoda/tokenizer/gguf_vocab.h"
 
 namespace pagoda {
 
-enum class LoadFormat { kAuto, kSafetensors, kDummy };
+enum class LoadFormat { kAuto, kSafetensors, kGguf, kDummy };
 
 struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
@@ -35,6 +36,9 @@ struct LoadedModel {
   // FP8 KV-cache scales, [num_layers] when the checkpoint declares or holds them (see load_kv_scales), else
   // empty: always empty for random weights.
   std::vector<KvScales> kv_scales;
+  // A GGUF file's tokenizer.ggml.* metadata (tokenizer_from_gguf_vocab builds the tokenizer); nullopt for
+  // other formats and for GGUF files without a vocabulary.
+  std::optional<GgufVocab> gguf_vocab;
 };
 
 // Name of the built-in model: a small Qwen3-shaped config with random weights (no files needed).
@@ -51,11 +55,12 @@ ModelConfig dummy_llama3_8b_config();
 // The config of a built-in model name (dummy:tiny, dummy:llama3-8b), or nullopt.
 std::optional<ModelConfig> builtin_model_config(const std::string& name);
 
-// `path`: a model folder, or kDummyTinyModel. Throws pagoda::Error (see parse_model_config,
-// load_model_weights and load_kv_scales for which).
+// `path`: a model folder, a GGUF file (auto: a file that starts with the GGUF magic or ends in .gguf), or
+// kDummyTinyModel. Throws pagoda::Error (see parse_model_config, load_model_weights, load_kv_scales,
+// gguf_model_config and load_gguf_weights for which).
 LoadedModel load_model(const std::string& path, const LoadOptions& options = {});
 
-// "auto", "safetensors", "dummy" (case-sensitive, as the CLI's --load-format); config error otherwise.
+// "auto", "safetensors", "gguf", "dummy" (case-sensitive, as the CLI's --load-format); config error otherwise.
 LoadFormat parse_load_format(const std::string& s);
 
 }  // namespace pagoda

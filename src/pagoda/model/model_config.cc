@@ -317,6 +317,7 @@ std::string model_config_summary(const ModelConfig& c) {
   std::string s = str_cat(c.architecture_name, ": ", c.num_layers, " layers, hidden ", c.hidden_size, ", heads ", c.num_heads, "/",
                           c.num_kv_heads, " x ", c.head_dim, ", ffn ", c.intermediate_size, ", vocab ", c.vocab_size,
                           ", rope ", c.rope_scaling.type, " theta ", c.rope_theta);
+  if (!c.rope_scaling.freq_factors.empty()) s += " with per-frequency factors";
   if (c.tie_word_embeddings) s += ", tied embeddings";
   if (c.attention_bias) s += c.o_proj_bias ? ", qkvo bias" : ", qkv bias";
   if (c.qk_norm) s += ", q/k norm";

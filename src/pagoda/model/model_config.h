@@ -34,6 +34,9 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int original_max_position_embeddings = 8192;
+  // [head_dim / 2] divisors of each inverse frequency, applied after the schedule above; empty = none.
+  // GGUF files carry Llama-3 scaling this way (llama.cpp's rope_freqs.weight), not as parameters.
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

@@ -20,37 +20,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 bool is_weight_dtype(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
-// Where a tensor goes in ModelWeights.
-struct Slot {
-  WeightMatrix* matrix = nullptr;
-  std::vector<float>* vec = nullptr;
-};
-
-Slot slot_for(ModelWeights& w, const TensorSpec& t) {
-  LayerWeights* l = t.layer >= 0 ? &w.layers[size_t(t.layer)] : nullptr;
-  switch (t.role) {
-    case WeightRole::kEmbed: return {&w.embed, nullptr};
-    case WeightRole::kFinalNorm: return {nullptr, &w.final_norm};
-    case WeightRole::kLmHead: return {&w.lm_head, nullptr};
-    case WeightRole::kInputNorm: return {nullptr, &l->input_norm};
-    case WeightRole::kPostAttnNorm: return {nullptr, &l->post_attn_norm};
-    case WeightRole::kQ: return {&l->q, nullptr};
-    case WeightRole::kK: return {&l->k, nullptr};
-    case WeightRole::kV: return {&l->v, nullptr};
-    case WeightRole::kO: return {&l->o, nullptr};
-    case WeightRole::kQBias: return {nullptr, &l->q_bias};
-    case WeightRole::kKBias: return {nullptr, &l->k_bias};
-    case WeightRole::kVBias: return {nullptr, &l->v_bias};
-    case WeightRole::kOBias: return {nullptr, &l->o_bias};
-    case WeightRole::kQNorm: return {nullptr, &l->q_norm};
-    case WeightRole::kKNorm: return {nullptr, &l->k_norm};
-    case WeightRole::kGate: return {&l->gate, nullptr};
-    case WeightRole::kUp: return {&l->up, nullptr};
-    case WeightRole::kDown: return {&l->down, nullptr};
-  }
-  return {};
-}
-
 // Converts n elements into a new owned buffer of dtype `to`.
 const void* convert_owned(ModelWeights& w, const void* src, DType from, DType to, int64_t n) {
   w.owned.emplace_back(size_t(n) * dtype_size(to));
@@ -87,6 +56,31 @@ uint64_t hash_name(const std::string& s) {
 }
 
 }  // namespace
+
+WeightSlot weight_slot(ModelWeights& w, const TensorSpec& t) {
+  LayerWeights* l = t.layer >= 0 ? &w.layers[size_t(t.layer)] : nullptr;
+  switch (t.role) {
+    case WeightRole::kEmbed: return {&w.embed, nullptr};
+    case WeightRole::kFinalNorm: return {nullptr, &w.final_norm};
+    case WeightRole::kLmHead: return {&w.lm_head, nullptr};
+    case WeightRole::kInputNorm: return {nullptr, &l->input_norm};
+    case WeightRole::kPostAttnNorm: return {nullptr, &l->post_attn_norm};
+    case WeightRole::kQ: return {&l->q, nullptr};
+    case WeightRole::kK: return {&l->k, nullptr};
+    case WeightRole::kV: return {&l->v, nullptr};
+    case WeightRole::kO: return {&l->o, nullptr};
+    case WeightRole::kQBias: return {nullptr, &l->q_bias};
+    case WeightRole::kKBias: return {nullptr, &l->k_bias};
+    case WeightRole::kVBias: return {nullptr, &l->v_bias};
+    case WeightRole::kOBias: return {nullptr, &l->o_bias};
+    case WeightRole::kQNorm: return {nullptr, &l->q_norm};
+    case WeightRole::kKNorm: return {nullptr, &l->k_norm};
+    case WeightRole::kGate: return {&l->gate, nullptr};
+    case WeightRole::kUp: return {&l->up, nullptr};
+    case WeightRole::kDown: return {&l->down, nullptr};
+  }
+  return {};
+}
 
 ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const SafetensorsCheckpoint> ck,
                                 std::optional<DType> dtype) {
@@ -126,7 +120,7 @@ ModelWeights load_model_weights(const ModelConfig& c, std::shared_ptr<const Safe
     // access is an aligned typed load.
     const void* src = ref->data();
     if (reinterpret_cast<uintptr_t>(src) % info.element_size != 0) src = convert_owned(w, src, from, from, numel);
-    Slot s = slot_for(w, spec);
+    WeightSlot s = weight_slot(w, spec);
     if (s.vec) {
       s.vec->resize(size_t(numel));
       for (int64_t i = 0; i < numel; ++i) (*s.vec)[size_t(i)] = load_as_f32(src, from, size_t(i));
@@ -171,7 +165,7 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType dtyp
     int64_t numel = 1;
     for (int64_t d : spec.shape) numel *= d;
     SplitMix rng{seed ^ hash_name(spec.name)};
-    Slot s = slot_for(w, spec);
+    WeightSlot s = weight_slot(w, spec);
     if (s.vec) {
       s.vec->resize(size_t(numel));
       const bool is_norm = spec.role == WeightRole::kFinalNorm || spec.role == WeightRole::kInputNorm ||

@@ -13,6 +13,7 @@
 
 namespace pagoda {
 
+class GgufFile;
 class SafetensorsCheckpoint;
 
 // A [rows, cols] row-major matrix (a PyTorch Linear weight is [out_features, in_features]). When `quant` is
@@ -41,6 +42,7 @@ struct ModelWeights {
 
   // Storage the views point into.
   std::shared_ptr<const SafetensorsCheckpoint> checkpoint;
+  std::shared_ptr<const GgufFile> gguf;
   std::vector<std::vector<uint8_t>> owned;
 };
 

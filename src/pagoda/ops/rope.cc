@@ -32,6 +32,7 @@ std::vector<float> rope_inv_freq(const RopeFrequencyParams& p) {
         break;
       }
     }
+    if (p.freq_factors) inv /= double(p.freq_factors[i]);
     out[size_t(i)] = float(inv);
   }
   return out;

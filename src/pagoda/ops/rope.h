@@ -19,12 +19,14 @@ struct RopeFrequencyParams {
   double low_freq_factor = 1.0;   // kLlama3
   double high_freq_factor = 4.0;  // kLlama3
   double original_max_position_embeddings = 8192;  // kLlama3
+  const float* freq_factors = nullptr;  // [rotary_dim / 2] divisors applied after the schedule, or null
 };
 
 // inv_freq[i] = theta^(-2i/rotary_dim), i < rotary_dim/2, then rescaled:
 //  kLinear: / factor.  kLlama3: with wavelength w = 2*pi/inv, w > orig/low: inv/factor; w < orig/high: inv;
 //  else (1-s)*inv/factor + s*inv with s = (orig/w - low)/(high - low).
-// Computed in double, rounded to float32 once.
+// Then divided by freq_factors[i] when given (llama.cpp's rope_freqs). Computed in double, rounded to
+// float32 once.
 std::vector<float> rope_inv_freq(const RopeFrequencyParams& p);
 
 struct RopeParams {

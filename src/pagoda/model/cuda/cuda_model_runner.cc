@@ -144,7 +144,8 @@ void build_rope_tables(CudaModelRunner::Impl& m) {
     l3.original_max_position = c.rope_scaling.original_max_position_embeddings;
     l3p = &l3;
   }
-  RopeTable table = build_rope_table(m.rope_max_pos, c.head_dim, c.rope_theta, l3p);
+  const std::vector<float>& factors = c.rope_scaling.freq_factors;  // GGUF rope_freqs
+  RopeTable table = build_rope_table(m.rope_max_pos, c.head_dim, c.rope_theta, l3p, factors.empty() ? nullptr : factors.data());
   m.rope_cos = DeviceBuffer(table.cos.size() * sizeof(float));
   m.rope_sin = DeviceBuffer(table.sin.size() * sizeof(float));
   m.rope_cos.upload(table.cos.data(), table.cos.size() * sizeof(float));

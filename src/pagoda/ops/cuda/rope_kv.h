@@ -44,11 +44,14 @@ struct RopeTable {
   std::vector<float> cos, sin;
 };
 
-// inv_freq_i = theta^(-2i/head_dim), Llama-3 scaled when `llama3` is given, computed in double and rounded
+// inv_freq_i = theta^(-2i/head_dim), Llama-3 scaled when `llama3` is given, then divided by
+// freq_factors[i] when given ([head_dim / 2], GGUF's rope_freqs), computed in double and rounded
 // to fp32 (Hugging Face computes it in fp32; the two agree to an ulp). The angle p * inv_freq_i (with the
 // fp32 inv_freq, as HF multiplies) and its cos/sin are evaluated in double, then rounded to fp32.
-std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr);
-RopeTable build_rope_table(int max_position, int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr);
+std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr,
+                                 const float* freq_factors = nullptr);
+RopeTable build_rope_table(int max_position, int head_dim, double theta, const Llama3RopeScaling* llama3 = nullptr,
+                           const float* freq_factors = nullptr);
 
 
 struct RopeKvParams {

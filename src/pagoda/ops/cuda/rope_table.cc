@@ -6,7 +6,7 @@
 
 namespace pagoda {
 
-std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeScaling* llama3) {
+std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeScaling* llama3, const float* freq_factors) {
   PAGODA_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim ", head_dim, " must be even");
   PAGODA_CHECK(theta > 0, "rope: theta ", theta);
   const int half = head_dim / 2;
@@ -31,12 +31,18 @@ std::vector<float> rope_inv_freq(int head_dim, double theta, const Llama3RopeSca
       inv[i] = float(out);
     }
   }
+  if (freq_factors) {
+    // Divides the scheduled frequency before its one rounding to fp32, as the CPU's rope_inv_freq does.
+    PAGODA_CHECK(!llama3, "rope: llama3 scaling and frequency factors together");
+    for (int i = 0; i < half; ++i) inv[i] = float(std::pow(theta, -2.0 * i / head_dim) / double(freq_factors[i]));
+  }
   return inv;
 }
 
-RopeTable build_rope_table(int max_position, int head_dim, double theta, const Llama3RopeScaling* llama3) {
+RopeTable build_rope_table(int max_position, int head_dim, double theta, const Llama3RopeScaling* llama3,
+                           const float* freq_factors) {
   PAGODA_CHECK(max_position > 0, "rope: max_position ", max_position);
-  const std::vector<float> inv = rope_inv_freq(head_dim, theta, llama3);
+  const std::vector<float> inv = rope_inv_freq(head_dim, theta, llama3, freq_factors);
   const int half = head_dim / 2;
   RopeTable t;
   t.max_position = max_position;
