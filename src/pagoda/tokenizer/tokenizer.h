@@ -34,6 +34,8 @@
 
 namespace pagoda {
 
+struct GgufVocab;
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json or the folder that holds one. From the same folder, when present:
@@ -89,6 +91,7 @@ class Tokenizer {
 
  private:
   friend class IncrementalDetokenizer;  // decodes windows with invalid bytes kept
+  friend Tokenizer tokenizer_from_gguf_vocab(const GgufVocab& vocab);  // gguf_vocab.h: builds an Impl directly
   struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;  // immutable and shared by copies (copying a Tokenizer is cheap)

@@ -30,6 +30,15 @@ struct TokenizerSources {
   std::optional<std::string> chat_template_jinja;
 };
 
+// The same inputs parsed; JSON null for an absent optional file. The GGUF vocabulary (gguf_vocab.cc) builds
+// them in memory.
+struct TokenizerJson {
+  tokenizer_detail::Json tokenizer;
+  tokenizer_detail::Json config;
+  tokenizer_detail::Json special_tokens_map;
+  tokenizer_detail::Json generation_config;
+};
+
 struct Tokenizer::Impl {
   std::string source;  // the tokenizer.json path, for messages
   std::unique_ptr<tokenizer_detail::BpeModel> model;
@@ -50,13 +59,15 @@ struct Tokenizer::Impl {
   void load(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
   // The same from text, no file I/O.
   void load(const TokenizerSources& sources);
+  // From parsed inputs; of `sources` only the labels and chat_template_jinja are read.
+  void load(const TokenizerJson& json, const TokenizerSources& sources);
 
   std::vector<int> encode(std::string_view text, bool add_special_tokens, bool parse_special) const;
   std::string decode(std::span<const int> ids, bool skip_special_tokens,
                      tokenizer_detail::InvalidBytes invalid = tokenizer_detail::InvalidBytes::kReplace) const;
 
  private:
-  void build(const TokenizerSources& sources);
+  void build(const TokenizerJson& json, const TokenizerSources& sources);
   // Normalizes one text segment, splits off normalized added tokens, pre-tokenizes and runs the model.
   void encode_segment(std::string_view text, bool at_start, bool parse_special, std::vector<int>* ids) const;
   void encode_normalized(std::string text, bool at_start, std::vector<int>* ids) const;

@@ -155,9 +155,9 @@ std::string read_chat_template(const Json& config, const std::optional<std::stri
 
 }  // namespace
 
-void Tokenizer::Impl::build(const TokenizerSources& src) {
+void Tokenizer::Impl::build(const TokenizerJson& json, const TokenizerSources& src) {
   const std::string& where = src.tokenizer_json_label;
-  const Json tj = parse_json_text(src.tokenizer_json, where);
+  const Json& tj = json.tokenizer;
   if (!tj.is_object()) throw_config_error(where, ": expected a JSON object at the top level");
 
   const Json& model_json = json_field(tj, "model", where);
@@ -192,11 +192,9 @@ void Tokenizer::Impl::build(const TokenizerSources& src) {
   }
 
   const std::string& config_where = src.config_label;
-  const Json config = src.config ? parse_json_text(*src.config, config_where) : Json(nullptr);
-  const Json token_map =
-      src.special_tokens_map ? parse_json_text(*src.special_tokens_map, src.special_tokens_map_label) : Json(nullptr);
-  const Json generation =
-      src.generation_config ? parse_json_text(*src.generation_config, src.generation_config_label) : Json(nullptr);
+  const Json& config = json.config;
+  const Json& token_map = json.special_tokens_map;
+  const Json& generation = json.generation_config;
 
   // Tokens the config adds that tokenizer.json lacks (transformers adds them on load).
   if (config.is_object() && config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
@@ -309,9 +307,18 @@ void Tokenizer::Impl::load(const fs::path& tokenizer_json, const fs::path& token
 }
 
 void Tokenizer::Impl::load(const TokenizerSources& src) {
+  TokenizerJson json;
+  json.tokenizer = parse_json_text(src.tokenizer_json, src.tokenizer_json_label);
+  if (src.config) json.config = parse_json_text(*src.config, src.config_label);
+  if (src.special_tokens_map) json.special_tokens_map = parse_json_text(*src.special_tokens_map, src.special_tokens_map_label);
+  if (src.generation_config) json.generation_config = parse_json_text(*src.generation_config, src.generation_config_label);
+  load(json, src);
+}
+
+void Tokenizer::Impl::load(const TokenizerJson& json, const TokenizerSources& src) {
   source = src.tokenizer_json_label;
   try {
-    build(src);
+    build(json, src);
   } catch (const Json::exception& e) {
     // A field of an unexpected JSON type that the explicit checks did not catch.
     throw_config_error("tokenizer: '", source, "' (or a config file beside it) has an unexpected structure: ",
