@@ -122,7 +122,7 @@ int run_generate(const std::vector<std::string>& raw) {
     throw_config_error("--chat renders a text prompt through the chat template; --prompt-token-ids are sent as "
                        "they are (drop --chat)");
   const bool chat = g.chat.value_or(is_builtin_real_model(args.model.model) && !g.prompt_token_ids);
-  if (!g.prompt && !g.prompt_file && !g.prompt_token_ids) prompt_text = chat ? "What is the capital of France?" : "Once upon a time";
+  if (!g.prompt && !g.prompt_file && !g.prompt_token_ids) prompt_text = chat ? "What is the capital of Japan?" : "Once upon a time";
 
   EngineSetup e = setup_engine(args, v);
   if (!g.prompt_token_ids) {

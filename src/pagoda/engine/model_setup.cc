@@ -14,7 +14,10 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
 #include "pagoda/hub/hub.h"
+#include "pagoda/model/builtin_models.h"
+#include "pagoda/model/gguf_model.h"
 #include "pagoda/model/kv_cache_sizing.h"
+#include "pagoda/tokenizer/gguf_vocab.h"
 #ifdef PAGODA_WITH_CUDA_MODEL
 #include "pagoda/model/cuda/cuda_model_runner.h"
 #endif
@@ -42,14 +45,27 @@ DeviceInfo pick_device(const std::string& choice) {
   return cpu_device();
 }
 
+// The model's folder or GGUF file; "" for the random-weight built-ins.
 std::string resolve_model_dir(const EngineArgs& args) {
   const std::string& m = args.model.model;
   if (builtin_model_config(m)) return "";
+  if (is_builtin_real_model(m)) return builtin_model_file(m).string();
   if (fs::is_directory(m)) return m;
-  if (fs::exists(m)) throw_config_error("--model ", m, " is a file; give the model's folder (with config.json)");
+  if (is_gguf_path(m)) return m;
+  if (fs::exists(m))
+    throw_config_error("--model ", m, " is a file but not a GGUF file; give a GGUF file or the model's folder (with config.json)");
   HubOptions hub;
   hub.revision = args.model.revision;
   return resolve_model(m, hub);
+}
+
+// --tokenizer: a folder (or tokenizer.json) as given, else a hub repo id resolved like --model.
+std::string resolve_tokenizer_dir(const EngineArgs& args) {
+  const std::string& t = args.model.tokenizer;
+  if (fs::exists(t)) return t;
+  HubOptions hub;
+  hub.revision = args.model.revision;
+  return resolve_model(t, hub);
 }
 
 }  // namespace
@@ -116,7 +132,10 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   e.model_name = args.model.model;
   e.model_dir = resolve_model_dir(args);
   const bool dummy_model = e.model_dir.empty();
-  ModelConfig cfg = dummy_model ? *builtin_model_config(e.model_name) : parse_model_config(e.model_dir);
+  const bool gguf_model = !dummy_model && is_gguf_path(e.model_dir);
+  ModelConfig cfg = dummy_model  ? *builtin_model_config(e.model_name)
+                    : gguf_model ? gguf_model_config(*GgufFile::open(e.model_dir))
+                                 : parse_model_config(e.model_dir);
 
   // Model dtype (§9.3); on the CPU compute is float32 whatever it is: it sets the KV cache `auto` dtype and,
   // when given explicitly, the weight storage.
@@ -235,10 +254,18 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     e.runner = std::make_unique<CpuModelRunner>(e.model, kv, std::move(groups), args.device.cpu_threads);
   }
 
-  std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : args.model.tokenizer;
-  if (!tok_dir.empty()) {
+  std::string tok_dir = args.model.tokenizer.empty() ? e.model_dir : resolve_tokenizer_dir(args);
+  if (args.model.tokenizer.empty() && gguf_model) {
+    if (e.model.gguf_vocab)
+      e.tokenizer = tokenizer_from_gguf_vocab(*e.model.gguf_vocab);
+    else
+      PAGODA_LOG_WARNING("The GGUF file ", e.model_dir, " has no tokenizer (no tokenizer.ggml.tokens): prompts must be "
+                         "given as token ids and output is printed as ids; --tokenizer names one.");
+  } else if (!tok_dir.empty()) {
     if (fs::exists(fs::path(tok_dir) / "tokenizer.json") || fs::path(tok_dir).extension() == ".json")
       e.tokenizer = Tokenizer::from_file(tok_dir);
+    else if (!args.model.tokenizer.empty())
+      throw_config_error("--tokenizer ", args.model.tokenizer, ": no tokenizer.json in ", tok_dir);
     else
       PAGODA_LOG_WARNING("No tokenizer.json in ", tok_dir, ": prompts must be given as token ids and output is printed as ids.");
   } else if (e.model_name == kDummyTinyModel) {
