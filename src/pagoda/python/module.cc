@@ -12,7 +12,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "pagoda/config/attention_config.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/ops/quant/quant.h"
 #include "pagoda/python/offline_llm.h"
 
 namespace py = pybind11;
@@ -122,6 +125,50 @@ py::object run_batch(OfflineLlm& llm, const std::vector<OfflineRequest>& request
   return py::cast(std::move(*results));
 }
 
+// The block-quantized type named `name` ("Q4_K", as GGUF tools print it); ValueError for anything else.
+QuantType quant_type_named(const std::string& name) {
+  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1, QuantType::kQ8_0,
+                      QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K})
+    if (quant_traits(t).name == name) return t;
+  throw py::value_error("unknown quantized type '" + name + "' (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)");
+}
+
+// n must be a non-negative whole number of blocks of `t`.
+void check_quant_count(QuantType t, int64_t n) {
+  const QuantTraits tr = quant_traits(t);
+  if (n < 0 || n % tr.block_elems != 0)
+    throw py::value_error(str_cat(n, " is not a whole number of ", tr.name, " blocks (", tr.block_elems, " weights)"));
+}
+
+// dequantize(type_name, data, n): n weights from their blocks, as little-endian float32 bytes.
+py::bytes dequantize_bytes(const std::string& type_name, const py::bytes& data, int64_t n) {
+  const QuantType t = quant_type_named(type_name);
+  check_quant_count(t, n);
+  const std::string_view in = data;
+  if (in.size() != quant_row_bytes(t, n))
+    throw py::value_error(str_cat(n, " ", quant_traits(t).name, " weights take ", quant_row_bytes(t, n),
+                                  " bytes, not ", in.size()));
+  std::string out(size_t(n) * sizeof(float), '\0');
+  dequantize_row(t, in.data(), reinterpret_cast<float*>(out.data()), n);
+  return py::bytes(out);
+}
+
+// quantize(type_name, floats, n): n little-endian float32 values into blocks of `type_name`.
+py::bytes quantize_bytes(const std::string& type_name, const py::bytes& floats, int64_t n) {
+  const QuantType t = quant_type_named(type_name);
+  check_quant_count(t, n);
+  const std::string_view in = floats;
+  if (in.size() != size_t(n) * sizeof(float))
+    throw py::value_error(str_cat(n, " float32 values take ", size_t(n) * sizeof(float), " bytes, not ", in.size()));
+  std::vector<float> x(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(x.data(), in.data(), in.size());
+  for (float v : x)
+    if (!std::isfinite(v)) throw py::value_error("quantize: the values must be finite");
+  std::string out(quant_row_bytes(t, n), '\0');
+  quantize_row(t, x.data(), out.data(), n);
+  return py::bytes(out);
+}
+
 }  // namespace
 }  // namespace pagoda
 
@@ -162,6 +209,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("takes_value", &EngineOptionInfo::takes_value)
       .def_readonly("has_no_form", &EngineOptionInfo::has_no_form);
   m.def("engine_options", &offline_engine_options);
+  m.def("dequantize", &dequantize_bytes, py::arg("type_name"), py::arg("data"), py::arg("n"),
+        "n weights of a GGML block type (Q4_0 ... Q6_K) dequantized as ggml does, as float32 bytes.");
+  m.def("quantize", &quantize_bytes, py::arg("type_name"), py::arg("floats"), py::arg("n"),
+        "n float32 values (bytes) quantized into blocks of a GGML block type by pagoda's quantizer.");
 
   py::class_<OfflineEngineArgs>(m, "EngineArgs")
       .def(py::init([](const std::vector<std::string>& argv) {
