@@ -8,8 +8,8 @@
 //
 // Every malformed input gives a pagoda::Error (config kind, exit status 2) whose message names the file and
 // the field. Every count and length is checked against the bytes left before anything is allocated for it,
-// so nothing in a file can make the reader crash, read out of bounds or allocate more than a small multiple
-// of the file's size.
+// so nothing in a file can make the reader crash, read out of bounds or allocate more than about ten times
+// the file's size (the worst case: an array of empty arrays, 12 bytes each in the file).
 #pragma once
 
 #include <cstddef>
@@ -108,7 +108,8 @@ struct GgufHeader {
                                                     int64_t hi = INT64_MAX) const;  // integer elements
   std::optional<uint64_t> get_array_length(std::string_view key) const;           // any element type
 
-  std::map<std::string, size_t, std::less<>> key_index, tensor_index;  // name -> position
+  // Lookup tables filled by the parser: key -> index into metadata, name -> index into tensors.
+  std::map<std::string, size_t, std::less<>> key_index, tensor_index;
 };
 
 // True when the first four bytes are the GGUF magic.
