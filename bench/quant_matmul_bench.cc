@@ -1,8 +1,14 @@
 // CPU quantized matmul at the SmolLM2-135M shapes: GEMV (one token, decode) in GB/s of weights streamed,
 // beside the memory read bandwidth measured in the same run (the GEMV ceiling), and GEMM (a 512-token
 // prompt) in GOP/s (2 m n k / s). Then the whole model's matmuls per token / per prompt from those times.
+// The k-quants need k % 256 == 0, so they run hidden 576 as 512.
 //
-// usage: quant_matmul_bench [--threads 1,2] [--types Q4_1,Q8_0,...] [--m 512] [--min-time 0.3]
+// --clock cpu times with the calling thread's CPU time instead of the wall clock: on a machine shared with
+// other work it gives what the kernels cost while they run (one thread only; the read bandwidth too).
+//
+// usage: quant_matmul_bench [--threads 1,2] [--types Q4_1,Q8_0,...] [--m 512] [--min-time 0.3] [--clock wall|cpu]
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,11 +33,23 @@ struct Options {
                                   QuantType::kQ8_0, QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K};
   int64_t m = 512;
   double min_time = 0.3;
+  bool cpu_clock = false;
 };
+
+bool g_cpu_clock = false;
+
+double now_s() {
+  if (g_cpu_clock) {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "quant_matmul_bench: %s\nusage: quant_matmul_bench [--threads 1,2] [--types Q4_1,Q8_0] "
-               "[--m 512] [--min-time 0.3]\n", why);
+               "[--m 512] [--min-time 0.3] [--clock wall|cpu]\n", why);
   std::exit(2);
 }
 
@@ -73,10 +91,14 @@ Options parse(int argc, char** argv) {
       if (o.m < 4) usage("--m needs at least 4 rows (fewer take the GEMV kernels)");
     } else if (a == "--min-time") {
       o.min_time = std::atof(v.c_str());
+    } else if (a == "--clock") {
+      if (v != "wall" && v != "cpu") usage("--clock takes wall or cpu");
+      o.cpu_clock = v == "cpu";
     } else {
       usage(("unknown option " + a).c_str());
     }
   }
+  if (o.cpu_clock && (o.threads.size() != 1 || o.threads[0] != 1)) usage("--clock cpu needs --threads 1");
   return o;
 }
 
@@ -86,11 +108,11 @@ double time_call(F&& fn, double min_time) {
   std::vector<double> t;
   for (int rep = 0; rep < 5; ++rep) {
     int64_t calls = 0;
-    const auto start = Clock::now();
+    const double start = now_s();
     double el = 0;
     do {
       fn(calls++);
-      el = std::chrono::duration<double>(Clock::now() - start).count();
+      el = now_s() - start;
     } while (el < min_time / 5);
     t.push_back(el / double(calls));
   }
@@ -152,7 +174,7 @@ struct Result {
 
 // GEMV cycles through copies of W totalling > 256 MiB so every call streams from memory, as a model's
 // decode step does (its 98 MB of weights do not stay in cache); the GEMM reuses one copy.
-Result bench_shape(QuantType t, const Shape& s, int64_t m, ThreadPool& pool, double min_time, bool gemm) {
+Result bench_shape(QuantType t, Shape s, int64_t m, ThreadPool& pool, double min_time, bool gemm) {
   const auto w = random_weights(t, s.n, s.k);
   const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / w.size() + 1);
   std::vector<uint8_t> many(w.size() * copies);
@@ -179,8 +201,10 @@ Result bench_shape(QuantType t, const Shape& s, int64_t m, ThreadPool& pool, dou
 }
 
 int run(const Options& o) {
-  std::printf("quant_matmul_bench: kernels %s, activations quantized per block to int8; GEMM m = %lld\n",
-              quant::quant_isa_name(quant::quant_isas_available().back()), static_cast<long long>(o.m));
+  g_cpu_clock = o.cpu_clock;
+  std::printf("quant_matmul_bench: kernels %s, activations quantized per block to int8; GEMM m = %lld; %s\n",
+              quant::quant_isa_name(quant::quant_isas_available().back()), static_cast<long long>(o.m),
+              o.cpu_clock ? "thread CPU time" : "wall clock");
   for (int th : o.threads) {
     ThreadPool pool(th);
     const double bw = read_bandwidth(pool, o.min_time);
@@ -189,10 +213,16 @@ int run(const Options& o) {
     for (QuantType t : o.types) {
       double decode_s = 0, prompt_s = 0;
       double decode_bytes = 0;
-      for (const Shape& s : kShapes) {
+      for (Shape s : kShapes) {
+        // The k-quants need k % 256 == 0: hidden 576 becomes 512 for them (the name says so).
+        std::string name = s.name;
+        if (s.k % quant_traits(t).block_elems != 0) {
+          s.k = s.k / quant_traits(t).block_elems * quant_traits(t).block_elems;
+          name = std::to_string(s.n) + "x" + std::to_string(s.k) + " (k 576)";
+        }
         const Result r = bench_shape(t, s, o.m, pool, o.min_time, true);
         const double bytes = double(quant_row_bytes(t, s.k)) * double(s.n);
-        std::printf("%-5s %-18s %9.1f %8.2f %6.0f%% %10.1f\n", std::string(quant_traits(t).name).c_str(), s.name,
+        std::printf("%-5s %-18s %9.1f %8.2f %6.0f%% %10.1f\n", std::string(quant_traits(t).name).c_str(), name.c_str(),
                     r.gemv_s * 1e6, bytes / r.gemv_s / 1e9, 100 * bytes / r.gemv_s / 1e9 / bw,
                     2.0 * double(o.m) * double(s.n) * double(s.k) / r.gemm_s / 1e9);
         decode_s += r.gemv_s * s.per_model;

@@ -1,6 +1,6 @@
 // The quantized kernels for AVX2 (with FMA and F16C, as every AVX2 CPU has): vpmaddubsw + vpmaddwd, panels
-// of 8 rows (quant_kernels.inc). Compiled for that target whatever the build flags; quant_matmul.cc calls it
-// only where the CPU has it.
+// of 8 rows (quant_simd_common.inc, quant_kernels.inc). Compiled for that target whatever the build flags;
+// quant_matmul.cc calls it only where the CPU has it.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -52,6 +52,7 @@ struct Isa {
   static F fsub(F a, F b) { return _mm256_sub_ps(a, b); }
 };
 
+#include "pagoda/ops/quant/quant_simd_common.inc"
 #include "pagoda/ops/quant/quant_kernels.inc"
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The quantized kernels for AVX-512 (F, BW, VL) with VNNI: vpdpbusd, panels of 16 rows (quant_kernels.inc).
-// Compiled for that target whatever the build flags; quant_matmul.cc calls it only where the CPU has it.
+// The quantized kernels for AVX-512 (F, BW, VL) with VNNI: vpdpbusd, panels of 16 rows
+// (quant_simd_common.inc, quant_kernels.inc). Compiled for that target whatever the build flags; quant_matmul.cc calls it only where the CPU has it.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -50,6 +50,7 @@ struct Isa {
   static F fsub(F a, F b) { return _mm512_sub_ps(a, b); }
 };
 
+#include "pagoda/ops/quant/quant_simd_common.inc"
 #include "pagoda/ops/quant/quant_kernels.inc"
 
 }  // namespace
