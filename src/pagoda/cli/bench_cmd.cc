@@ -98,7 +98,8 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   const double latency = med.total_seconds;
   const double out_tps = double(batch) * output_len / latency;
   const double tpot = med.decode_seconds / std::max(1, output_len - 1);  // seconds per decode step
-  const double wbytes = weight_bytes(cfg, e.model_dtype);
+  // The loaded weights when on the host (their real dtypes and quantization), else the config's estimate.
+  const double wbytes = e.model.weights ? weight_bytes_per_step(*e.model.weights) : weight_bytes(cfg, e.model_dtype);
   const double kv_token_bytes = 2.0 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * double(dtype_size(e.runner->cache_options().dtype));
   const double avg_ctx = input_len + output_len / 2.0;
   const double step_bytes = wbytes + batch * avg_ctx * kv_token_bytes;
@@ -106,15 +107,22 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   const double copy = e.device.kind == DeviceKind::kCuda ? measure_cuda_copy_bandwidth() : 0.0;
   std::printf("model %s  batch %d  input %d  output %d  device %s\n", e.model_name.c_str(), batch, input_len, output_len,
               describe(e.device).c_str());
-  std::printf("latency (median of %d): %.3f s   output tokens/s: %.1f   prefill: %.3f s\n", iters, latency, out_tps,
-              med.prefill_seconds);
-  std::printf("decode step: %.3f ms (%.1f tokens/s)   bytes/step %.2f GB   achieved %.2f TB/s", tpot * 1e3,
-              batch / tpot, step_bytes / 1e9, achieved);
+  const double prefill_tps = med.prefill_seconds > 0 ? double(batch) * input_len / med.prefill_seconds : 0.0;
+  std::printf("latency (median of %d): %.3f s   output tokens/s: %.1f   prefill: %.3f s (%.1f tokens/s)\n", iters, latency,
+              out_tps, med.prefill_seconds, prefill_tps);
+  if (e.device.kind == DeviceKind::kCuda)
+    std::printf("decode step: %.3f ms (%.1f tokens/s)   bytes/step %.2f GB   achieved %.2f TB/s", tpot * 1e3,
+                batch / tpot, step_bytes / 1e9, achieved);
+  else
+    std::printf("decode step: %.3f ms (%.1f tokens/s)   bytes/step %.3f GB   achieved %.1f GB/s", tpot * 1e3,
+                batch / tpot, step_bytes / 1e9, achieved * 1e3);
   if (copy > 0) std::printf(" = %.0f%% of the device copy bandwidth (%.2f TB/s, measured now)", 100 * achieved / copy, copy);
   std::printf("\n");
   if (!json_out.empty()) {
     nlohmann::ordered_json j = {{"model", e.model_name}, {"batch_size", batch}, {"input_len", input_len},
                                 {"output_len", output_len}, {"latency_s", latency}, {"output_tokens_per_s", out_tps},
+                                {"prefill_s", med.prefill_seconds}, {"prefill_tokens_per_s", prefill_tps},
+                                {"weight_bytes", wbytes}, {"step_bytes", step_bytes},
                                 {"decode_step_ms", tpot * 1e3}, {"achieved_tbs", achieved}, {"copy_tbs", copy}};
     write_text_file(json_out, j.dump());
   }

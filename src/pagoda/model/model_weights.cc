@@ -184,4 +184,19 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType dtyp
   return w;
 }
 
+double weight_bytes_per_step(const ModelWeights& w) {
+  auto matrix = [](const WeightMatrix& m) {
+    return m.quant != QuantType::kNone ? double(quant_row_bytes(m.quant, m.cols)) * double(m.rows)
+                                       : double(m.rows) * double(m.cols) * double(dtype_size(m.dtype));
+  };
+  auto vec = [](const std::vector<float>& v) { return double(v.size()) * sizeof(float); };
+  double total = matrix(w.lm_head) + vec(w.final_norm);
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) total += matrix(*m);
+    for (const auto* v : {&l.input_norm, &l.post_attn_norm, &l.q_norm, &l.k_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.o_bias})
+      total += vec(*v);
+  }
+  return total;
+}
+
 }  // namespace pagoda

@@ -53,6 +53,10 @@ struct ModelWeights {
 ModelWeights load_model_weights(const ModelConfig& config, std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
                                 std::optional<DType> dtype);
 
+// Bytes of weights a decode step reads: every matrix once (the lm_head again unless tied to the embedding,
+// of which a step reads only a few rows) and the float32 norms and biases.
+double weight_bytes_per_step(const ModelWeights& w);
+
 // Random weights of the config's shapes, no files (`--load-format dummy`). Deterministic in `seed`:
 // matrices and biases ~ N(0, 0.02^2) (transformers' default initializer_range), norm weights 1. dtype: kF32, kBF16 or kF16.
 // Throws a config error, before allocating, when they would not fit in this machine's memory.
