@@ -1,0 +1,33 @@
+#include "pagoda/ops/cuda/quant_gemv.h"
+
+#include "pagoda/ops/cuda/cuda_common.cuh"
+#include "pagoda/ops/cuda/quant_gemv_launch.h"
+
+namespace pagoda {
+
+void quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
+  using namespace quant_gemv_detail;
+  const QuantTraits tr = quant_traits(p.type);
+  PAGODA_CHECK(p.type != QuantType::kNone, "quant_gemv: weights are not quantized");
+  PAGODA_CHECK(p.m >= 0 && p.m <= kQuantGemvMaxRows && p.n >= 1 && p.k >= 1 && p.k % tr.block_elems == 0,
+               "quant_gemv: bad shape m=", p.m, " n=", p.n, " k=", p.k, " for ", tr.name);
+  PAGODA_CHECK(p.dtype == DType::kBF16 || p.dtype == DType::kF16, "quant_gemv: dtype ", dtype_name(p.dtype),
+               " (bfloat16 or float16)");
+  if (p.m == 0) return;
+  PAGODA_CHECK(p.x && p.w && p.y, "quant_gemv: null operand");
+  PAGODA_CHECK(cuda_detail::is_aligned(p.w, 16) && cuda_detail::is_aligned(p.x, 8), "quant_gemv: w ", p.w,
+               " must be 16-byte aligned, x ", p.x, " 8-byte aligned");
+  switch (p.type) {
+    case QuantType::kQ4_0: launch_quant_gemv<QuantType::kQ4_0>(p, stream); return;
+    case QuantType::kQ4_1: launch_quant_gemv<QuantType::kQ4_1>(p, stream); return;
+    case QuantType::kQ5_0: launch_quant_gemv<QuantType::kQ5_0>(p, stream); return;
+    case QuantType::kQ5_1: launch_quant_gemv<QuantType::kQ5_1>(p, stream); return;
+    case QuantType::kQ8_0: launch_quant_gemv<QuantType::kQ8_0>(p, stream); return;
+    case QuantType::kQ4_K: launch_quant_gemv<QuantType::kQ4_K>(p, stream); return;
+    case QuantType::kQ5_K: launch_quant_gemv<QuantType::kQ5_K>(p, stream); return;
+    case QuantType::kQ6_K: launch_quant_gemv<QuantType::kQ6_K>(p, stream); return;
+    case QuantType::kNone: break;
+  }
+}
+
+}  // namespace pagoda
