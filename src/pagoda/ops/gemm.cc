@@ -5,6 +5,8 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/ops/convert.h"
+#include "pagoda/ops/quant/quant.h"
+#include "pagoda/ops/quant/quant_matmul.h"
 #include "pagoda/ops/simd.h"
 
 namespace pagoda {
@@ -59,6 +61,11 @@ PAGODA_MULTIVERSION void panel(const float* x, int64_t ldx, int64_t m, const flo
 }  // namespace
 
 void matmul(const MatmulParams& p, ThreadPool* pool) {
+  if (p.w_quant != QuantType::kNone) {
+    static const quant::QuantIsa isa = quant::quant_isas_available().back();
+    quant::quant_matmul(p, pool, isa);
+    return;
+  }
   PAGODA_CHECK(p.w_dtype == DType::kF32 || p.w_dtype == DType::kBF16 || p.w_dtype == DType::kF16,
                "matmul: unsupported weight dtype ", dtype_name(p.w_dtype));
   PAGODA_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, "matmul: negative shape");
@@ -101,6 +108,19 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
 
 void matmul_reference(const MatmulParams& p, double* y) {
   const int64_t ldx = p.ldx ? p.ldx : p.k;
+  if (p.w_quant != QuantType::kNone) {  // the weights as dequantize_row gives them, the product in float64
+    std::vector<float> w(size_t(p.k));
+    for (int64_t j = 0; j < p.n; ++j) {
+      dequantize_row(p.w_quant, static_cast<const uint8_t*>(p.w) + size_t(j) * quant_row_bytes(p.w_quant, p.k),
+                     w.data(), p.k);
+      for (int64_t i = 0; i < p.m; ++i) {
+        double s = p.bias ? double(p.bias[j]) : 0.0;
+        for (int64_t t = 0; t < p.k; ++t) s += double(p.x[i * ldx + t]) * double(w[size_t(t)]);
+        y[i * p.n + j] = s;
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.n; ++j) {
       double s = p.bias ? double(p.bias[j]) : 0.0;

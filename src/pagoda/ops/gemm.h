@@ -24,10 +24,13 @@ struct MatmulParams {
 
 // Accumulates in float32. Each y[i][j] is computed by the same sequence of operations whatever m, the
 // thread count or the row's place in the batch, so a sequence gets bit-identical results alone or batched.
-// PRECOND: w_dtype is kF32, kBF16 or kF16.
+// With w_quant set, the activations are quantized per block to int8 and the products summed in integers
+// (ops/quant/quant_matmul.h gives the order and the error bound). PRECOND: w_dtype is kF32, kBF16 or kF16,
+// or w_quant is set and k % block_elems == 0.
 void matmul(const MatmulParams& p, ThreadPool* pool);
 
-// Float64 reference of the same product (tests, and the oracle for future kernels).
+// Float64 reference of the same product (tests, and the oracle for future kernels). Quantized W is taken as
+// dequantize_row gives it; x is used unquantized.
 void matmul_reference(const MatmulParams& p, double* y);
 
 }  // namespace pagoda
