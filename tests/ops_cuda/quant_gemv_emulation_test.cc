@@ -108,7 +108,7 @@ struct HostOps {
 };
 
 template <QuantType Q, typename T>
-void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k) {
+void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
   const int ctas = (n + kTileRows - 1) / kTileRows;
   for (int cta = 0; cta < ctas; ++cta) {
     auto sim = std::make_unique<CtaSim>();
@@ -119,23 +119,23 @@ void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, in
       threads.emplace_back([&, tid] {
         t_cta = sim.get();
         t_tid = tid;
-        gemv_cta<Q, T, HostOps>(x, w, bias, y, m, n, k, cta, tid, smem);
+        gemv_cta<Q, T, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
       });
     for (auto& th : threads) th.join();
   }
 }
 
 template <typename T>
-void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k) {
+void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
   switch (q) {
-    case QuantType::kQ4_0: return emulate<QuantType::kQ4_0>(x, w, bias, y, m, n, k);
-    case QuantType::kQ4_1: return emulate<QuantType::kQ4_1>(x, w, bias, y, m, n, k);
-    case QuantType::kQ5_0: return emulate<QuantType::kQ5_0>(x, w, bias, y, m, n, k);
-    case QuantType::kQ5_1: return emulate<QuantType::kQ5_1>(x, w, bias, y, m, n, k);
-    case QuantType::kQ8_0: return emulate<QuantType::kQ8_0>(x, w, bias, y, m, n, k);
-    case QuantType::kQ4_K: return emulate<QuantType::kQ4_K>(x, w, bias, y, m, n, k);
-    case QuantType::kQ5_K: return emulate<QuantType::kQ5_K>(x, w, bias, y, m, n, k);
-    case QuantType::kQ6_K: return emulate<QuantType::kQ6_K>(x, w, bias, y, m, n, k);
+    case QuantType::kQ4_0: return emulate<QuantType::kQ4_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ4_1: return emulate<QuantType::kQ4_1>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_0: return emulate<QuantType::kQ5_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_1: return emulate<QuantType::kQ5_1>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ8_0: return emulate<QuantType::kQ8_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ4_K: return emulate<QuantType::kQ4_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_K: return emulate<QuantType::kQ5_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ6_K: return emulate<QuantType::kQ6_K>(x, w, bias, y, m, n, k, ldy);
     case QuantType::kNone: break;
   }
 }
@@ -169,10 +169,13 @@ void check_type(QuantType q, DType dt) {
     std::memcpy(w, wq.data(), wq.size());
     const test::HostArray x = test::random_array(rng, dt, size_t(s.m) * s.k);
     const test::HostArray b = test::random_array(rng, dt, size_t(s.n), 0.1f);
-    test::HostArray y(dt, size_t(s.m) * s.n);
+    const int ldy = s.bias ? s.n + 3 : s.n;  // a row stride past n: the gaps must stay poisoned
+    test::HostArray y(dt, size_t(s.m) * ldy);
     std::fill(y.bytes.begin(), y.bytes.end(), uint8_t(test::kPoisonByte));
     run_case<T>(q, reinterpret_cast<const T*>(x.bytes.data()), w, s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr,
-                reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k);
+                reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy);
+    for (int j = 0; j < s.m; ++j)
+      for (int c = s.n; c < ldy; ++c) EXPECT_TRUE(std::isnan(y.get(size_t(j) * ldy + c))) << "gap written";
 
     std::vector<double> wr(size_t(s.k)), mag(size_t(s.k));
     int failures = 0;
@@ -186,7 +189,7 @@ void check_type(QuantType q, DType dt) {
           ref += wr[size_t(i)] * xv;
           sum_mag += mag[size_t(i)] * std::fabs(xv);
         }
-        const double got = y.get(size_t(j) * s.n + r);
+        const double got = y.get(size_t(j) * ldy + r);
         const double tol = test::gemv_error_bound(sum_mag, s.k, std::ldexp(1.0, -24)) +
                            test::unit_roundoff(dt) * std::fabs(ref) + test::half_min_subnormal(dt);
         const double err = std::fabs(got - ref);

@@ -13,6 +13,7 @@ void quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
                "quant_gemv: bad shape m=", p.m, " n=", p.n, " k=", p.k, " for ", tr.name);
   PAGODA_CHECK(p.dtype == DType::kBF16 || p.dtype == DType::kF16, "quant_gemv: dtype ", dtype_name(p.dtype),
                " (bfloat16 or float16)");
+  PAGODA_CHECK(p.ldy == 0 || p.ldy >= p.n, "quant_gemv: ldy ", p.ldy, " < n ", p.n);
   if (p.m == 0) return;
   PAGODA_CHECK(p.x && p.w && p.y, "quant_gemv: null operand");
   PAGODA_CHECK(cuda_detail::is_aligned(p.w, 16) && cuda_detail::is_aligned(p.x, 8), "quant_gemv: w ", p.w,

@@ -30,8 +30,10 @@ struct QuantGemvParams {
   const void* w = nullptr;
   QuantType type = QuantType::kNone;
   const void* bias = nullptr;  // [n] in dtype, or nullptr
-  void* y = nullptr;           // [m, n] row-major, dtype; must not overlap x or w
+  void* y = nullptr;           // [m, n] with row stride ldy, dtype; must not overlap x or w
   int m = 0, n = 0, k = 0;     // 0 <= m <= kQuantGemvMaxRows; n >= 1; k a positive multiple of the block size
+  int ldy = 0;                 // elements between rows of y (>= n); 0 = n. A fused q|k|v of parts in different
+                               // formats writes each part's columns of one output.
   DType dtype = DType::kBF16;  // kBF16 or kF16: x, bias and y
 };
 

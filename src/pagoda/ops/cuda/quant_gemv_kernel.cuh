@@ -271,8 +271,8 @@ namespace quant_gemv_detail {
 // One CTA: rows [16 cta, 16 cta + 16) of y[:m, :] for thread `tid` (0..kThreads-1); smem: kSmemBytes,
 // 16-byte aligned. PRECOND: quant_gemv()'s.
 template <QuantType Q, typename T, class Ops>
-PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int cta, int tid,
-                        uint8_t* smem) {
+PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int cta,
+                        int tid, uint8_t* smem) {
   using F = Fmt<Q>;
   const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int row0 = cta * kTileRows;
@@ -352,7 +352,7 @@ PAGODA_UNROLL
     float sum = 0.f;
     for (int wi = 0; wi < kWarps; ++wi) sum += red[(wi * kVals + val) * 32 + src_lane];
     if (bias) sum += to_float(bias[row0 + r]);
-    y[size_t(j) * n + row0 + r] = from_float<T>(sum);
+    y[size_t(j) * ldy + row0 + r] = from_float<T>(sum);
   }
 }
 
@@ -361,9 +361,9 @@ PAGODA_UNROLL
 template <QuantType Q, typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     quant_gemv_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, const T* __restrict__ bias,
-                      T* __restrict__ y, int m, int n, int k) {
+                      T* __restrict__ y, int m, int n, int k, int ldy) {
   extern __shared__ __align__(16) uint8_t smem[];
-  gemv_cta<Q, T, DeviceOps>(x, w, bias, y, m, n, k, int(blockIdx.x), int(threadIdx.x), smem);
+  gemv_cta<Q, T, DeviceOps>(x, w, bias, y, m, n, k, ldy, int(blockIdx.x), int(threadIdx.x), smem);
 }
 
 template <QuantType Q, typename T>
@@ -377,7 +377,7 @@ void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
   (void)attr_set;
   quant_gemv_kernel<Q, T><<<cuda_detail::ceil_div(p.n, kTileRows), kThreads, kSmem, stream>>>(
       static_cast<const T*>(p.x), static_cast<const uint8_t*>(p.w), static_cast<const T*>(p.bias),
-      static_cast<T*>(p.y), p.m, p.n, p.k);
+      static_cast<T*>(p.y), p.m, p.n, p.k, p.ldy > 0 ? p.ldy : p.n);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
