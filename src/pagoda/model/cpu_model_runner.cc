@@ -34,6 +34,7 @@ void linear(const float* x, int64_t ldx, const WeightMatrix& w, const std::vecto
   p.ldx = ldx;
   p.w = w.data;
   p.w_dtype = w.dtype;
+  p.w_quant = w.quant;
   p.bias = bias.empty() ? nullptr : bias.data();
   p.y = y;
   p.ldy = ldy;
@@ -161,6 +162,7 @@ std::vector<float> CpuModelRunner::forward(const ForwardBatch& b) {
   EmbeddingParams e;
   e.table = w.embed.data;
   e.dtype = w.embed.dtype;
+  e.quant = w.embed.quant;
   e.vocab = w.embed.rows;
   e.hidden = H;
   e.ids = b.token_ids.data();

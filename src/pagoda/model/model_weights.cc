@@ -183,7 +183,7 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType dtyp
       w.owned.emplace_back(size_t(numel) * dtype_size(dtype));
       void* dst = w.owned.back().data();
       for (int64_t i = 0; i < numel; ++i) store_from_f32(dst, dtype, size_t(i), float(stddev * rng.normal()));
-      *s.matrix = WeightMatrix{dst, dtype, spec.shape[0], spec.shape[1]};
+      *s.matrix = WeightMatrix{.data = dst, .dtype = dtype, .rows = spec.shape[0], .cols = spec.shape[1]};
     }
   }
   finish(w, c);
