@@ -119,7 +119,8 @@ void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, in
       threads.emplace_back([&, tid] {
         t_cta = sim.get();
         t_tid = tid;
-        gemv_cta<Q, T, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
+        if (m <= 8) gemv_cta<Q, T, 1, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);  // as the launch
+        else gemv_cta<Q, T, kMaxTiles, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
       });
     for (auto& th : threads) th.join();
   }

@@ -30,20 +30,29 @@ PAGODA_HD uint32_t q5_high13(uint32_t v) {
 }
 
 // Q8_0: the high nibble of a byte of q + 128 is the stored high nibble with its top bit flipped.
+// One LOP3: bits of the field pass through, its top bit inverted, the magic bits set (f = b ? a ^ c : c).
 template <typename T, int S>
 PAGODA_HD uint32_t code_pair_flip(uint32_t w) {
-  return ((shift_right<S - kShift<T>>(w) & (0x000F000Fu << kShift<T>)) ^ (0x00080008u << kShift<T>)) | kMagic<T>;
+  const uint32_t a = shift_right<S - kShift<T>>(w), b = 0x000F000Fu << kShift<T>;
+  const uint32_t c = (0x00080008u << kShift<T>) | kMagic<T>;
+#ifdef __CUDA_ARCH__
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  return (b & (a ^ c)) | (~b & c);
+#endif
 }
 
 // Q8_0's block: q = 16 uh + ul - 128 with the nibbles uh, ul of q + 128; S_hi, S_lo their mma sums over the
 // same k, so sum q x = 16 S_hi + S_lo - 2304 X.
-template <class Ops, typename T>
-PAGODA_HD void q8_block(Lane<T>& L, const uint32_t (&lo)[2][4], const uint32_t (&hi)[2][4],
+template <class Ops, typename T, int NT>
+PAGODA_HD void q8_block(Lane<T, NT>& L, const uint32_t (&lo)[2][4], const uint32_t (&hi)[2][4],
                                          const float (&d)[2]) {
   const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
 PAGODA_UNROLL
-  for (int i = 0; i < kMaxTiles; ++i) {
-    if (i < L.tiles) {
+  for (int i = 0; i < NT; ++i) {
+    {
       float sl[4] = {0.f, 0.f, 0.f, 0.f}, sh[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
 PAGODA_UNROLL
       for (int j = 0; j < 2; ++j) {
@@ -63,8 +72,8 @@ PAGODA_UNROLL
   }
 }
 
-template <QuantType Q, typename T, class Ops>
-PAGODA_HD void block_dot(Lane<T>& L, const uint8_t* p, const uint8_t* q, int t) {
+template <QuantType Q, typename T, int NT, class Ops>
+PAGODA_HD void block_dot(Lane<T, NT>& L, const uint8_t* p, const uint8_t* q, int t) {
   constexpr bool A4 = Fmt<Q>::kAligned4;
   if constexpr (Q == QuantType::kQ4_0 || Q == QuantType::kQ4_1 || Q == QuantType::kQ5_0 || Q == QuantType::kQ5_1) {
     constexpr bool kMin = Q == QuantType::kQ4_1 || Q == QuantType::kQ5_1;
@@ -94,7 +103,7 @@ PAGODA_HD void block_dot(Lane<T>& L, const uint8_t* p, const uint8_t* q, int t) 
       beta[1] = kOff * dh;
     }
     const int xoff[2] = {0, 16};
-    group<Ops, T, 2>(L, a, xoff, alpha, beta);
+    group<Ops, T, NT, 2>(L, a, xoff, alpha, beta);
   } else if constexpr (Q == QuantType::kQ8_0) {
     uint32_t lo[2][4], hi[2][4];
 PAGODA_UNROLL
@@ -113,7 +122,7 @@ PAGODA_UNROLL
     constexpr int kQs = kQ5 ? 48 : 16;
     // The 6-bit scales and mins of the 8 sub-blocks, one per byte: sc[0..3], sc[4..7], mn[0..3], mn[4..7].
     uint32_t sc_lo[2], sc_hi[2], mn_lo[2], mn_hi[2], h0[2] = {0, 0}, h1[2] = {0, 0};
-    float d[2], dmin[2];
+    float d[2], nd23[2], ndmin[2], dmin23[2];  // d, -2^23 d, -dmin, 2^23 dmin
     const uint8_t* rows[2] = {p, q};
 PAGODA_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -123,7 +132,10 @@ PAGODA_UNROLL
       sc_hi[r] = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
       mn_hi[r] = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
       d[r] = ld_half(rows[r]);
-      dmin[r] = ld_half(rows[r] + 2);
+      nd23[r] = -8388608.f * d[r];
+      const float dmin = ld_half(rows[r] + 2);
+      ndmin[r] = -dmin;
+      dmin23[r] = 8388608.f * dmin;
       if constexpr (kQ5) {
         h0[r] = ld32<true>(rows[r] + 16 + 4 * t);
         h1[r] = ld32<true>(rows[r] + 32 + 4 * t);
@@ -152,23 +164,26 @@ PAGODA_UNROLL
 PAGODA_UNROLL
         for (int r = 0; r < 2; ++r) {
           const uint32_t scw = sb < 4 ? sc_lo[r] : sc_hi[r], mnw = sb < 4 ? mn_lo[r] : mn_hi[r];
-          float sc, mn;
+          float sc, mn;  // 2^23 + the 6-bit value
           switch (sb & 3) {  // compile-time after unrolling
-            case 0: sc = byte_to_float<0>(scw), mn = byte_to_float<0>(mnw); break;
-            case 1: sc = byte_to_float<1>(scw), mn = byte_to_float<1>(mnw); break;
-            case 2: sc = byte_to_float<2>(scw), mn = byte_to_float<2>(mnw); break;
-            default: sc = byte_to_float<3>(scw), mn = byte_to_float<3>(mnw); break;
+            case 0: sc = byte_raw<0>(scw), mn = byte_raw<0>(mnw); break;
+            case 1: sc = byte_raw<1>(scw), mn = byte_raw<1>(mnw); break;
+            case 2: sc = byte_raw<2>(scw), mn = byte_raw<2>(mnw); break;
+            default: sc = byte_raw<3>(scw), mn = byte_raw<3>(mnw); break;
           }
-          // w = (d sc) q - dmin mn: alpha (S - 128 X) - dmin mn X
-          alpha[r] = d[r] * sc;
-          beta[r] = -fmaf(128.f, alpha[r], dmin[r] * mn);
+          // w = (d sc) q - dmin mn: alpha (S - 128 X) - dmin mn X. Each FMA is exact: d (2^23 + sc) - 2^23 d
+          // = d sc has 17 significant bits.
+          alpha[r] = fmaf(d[r], sc, nd23[r]);
+          beta[r] = fmaf(-128.f, alpha[r], fmaf(ndmin[r], mn, dmin23[r]));
         }
         const int xoff[2] = {64 * c + 32 * half, 64 * c + 32 * half + 16};
-        group<Ops, T, 2>(L, a, xoff, alpha, beta);
+        group<Ops, T, NT, 2>(L, a, xoff, alpha, beta);
       }
     }
   } else if constexpr (Q == QuantType::kQ6_K) {
+    // alpha = d sc from the flipped byte sc + 128: d (2^23 + sc + 128) - 2^23 d - 128 d, each step exact.
     const float d[2] = {ld_half(p + 208), ld_half(q + 208)};
+    const float nd23[2] = {-8388608.f * d[0], -8388608.f * d[1]};
 PAGODA_UNROLL
     for (int h = 0; h < 2; ++h) {
       uint32_t ql[4][2], qh[2][2], sc[2][2];
@@ -179,7 +194,7 @@ PAGODA_UNROLL
         for (int i = 0; i < 4; ++i) ql[i][r] = ld32<A4>(rows[r] + 64 * h + 16 * i + 4 * t);
         qh[0][r] = ld32<A4>(rows[r] + 128 + 32 * h + 4 * t);
         qh[1][r] = ld32<A4>(rows[r] + 128 + 32 * h + 16 + 4 * t);
-        // int8 scales, sign bit flipped: byte_to_float gives sc + 128
+        // int8 scales, sign bit flipped: byte_raw gives 2^23 + sc + 128
         sc[0][r] = ld32<A4>(rows[r] + 192 + 8 * h) ^ 0x80808080u;
         sc[1][r] = ld32<A4>(rows[r] + 196 + 8 * h) ^ 0x80808080u;
       }
@@ -194,7 +209,7 @@ PAGODA_UNROLL
   frag<T, SHIFT>(a[0], ql[li][0], ql[li][1], high_bits<T, BITS, 0, 0x00300030u>(qh[hi][0]),                  \
                  high_bits<T, BITS, 0, 0x00300030u>(qh[hi][1]), high_bits<T, BITS, 1, 0x00300030u>(qh[hi][0]), \
                  high_bits<T, BITS, 1, 0x00300030u>(qh[hi][1]));                                             \
-  for (int r = 0; r < 2; ++r) alpha[r] = d[r] * (byte_to_float<(U) & 3>(sc[(U) >> 2][r]) - 128.f)
+  for (int r = 0; r < 2; ++r) alpha[r] = fmaf(-128.f, d[r], fmaf(d[r], byte_raw<(U) & 3>(sc[(U) >> 2][r]), nd23[r]))
         switch (u) {  // compile-time after unrolling
           case 0: PAGODA_Q6_GROUP(0, 0, 0); break;
           case 1: PAGODA_Q6_GROUP(1, 0, 0); break;
@@ -210,7 +225,7 @@ PAGODA_UNROLL
         beta[0] = -160.f * alpha[0];
         beta[1] = -160.f * alpha[1];
         const int xoff[1] = {128 * h + 16 * u};
-        group<Ops, T, 1>(L, a, xoff, alpha, beta);
+        group<Ops, T, NT, 1>(L, a, xoff, alpha, beta);
       }
     }
   }

@@ -56,7 +56,7 @@ constexpr int kWarps = 8;                         // per CTA: they split k and s
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 3;                        // cp.async ring depth of each warp
 constexpr int kTileRows = 16;                     // weight rows per CTA (the mma's M)
-constexpr int kMaxTiles = kQuantGemvMaxRows / 8;  // 8-token tiles (the mma's N)
+constexpr int kMaxTiles = kQuantGemvMaxRows / 8;  // 8-token tiles (the mma's N): kernels of 1 and of 4
 
 // ---- per-format constants ----
 // kBlocksPerSlab blocks of a row are copied per slab. A row's slab lands in its stage at
@@ -137,11 +137,28 @@ PAGODA_HD uint32_t shift_right(uint32_t w) {
   else return w;
 }
 
+// (a & b) | c in one LOP3. Written out because ptxas splits the C expression with two constants into two
+// LOP3s (one immediate each) rather than keep one constant in a register.
+PAGODA_HD uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+#ifdef __CUDA_ARCH__
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  return (a & b) | c;
+#endif
+}
+
 // The 4-bit fields at bit S of each 16-bit half of w, as the pair (128 + field) of T, with `high` (bits
-// already at their place above the field: Q5's bit 4, Q6's bits 4-5, in T's units) or'ed in.
+// already at their place above the field: Q5's bit 4, Q6's bits 4-5, in T's units, plus kMagic<T>: see
+// with_magic) or'ed in.
 template <typename T, int S>
-PAGODA_HD uint32_t code_pair(uint32_t w, uint32_t high = 0) {
-  return (shift_right<S - kShift<T>>(w) & (0x000F000Fu << kShift<T>)) | high | kMagic<T>;
+PAGODA_HD uint32_t code_pair(uint32_t w, uint32_t high_magic) {
+  return and_or(shift_right<S - kShift<T>>(w), 0x000F000Fu << kShift<T>, high_magic);
+}
+template <typename T>
+PAGODA_HD uint32_t with_magic(uint32_t high) {
+  return high | kMagic<T>;
 }
 
 // Bits B and B + 1 (kMask 0x00300030) or bit B (kMask 0x00100010) of bytes 0 and 2 (P = 0) or 1 and 3
@@ -157,17 +174,25 @@ PAGODA_HD uint32_t ld32(const uint8_t* p) {
   if constexpr (kAligned4) {
     return *reinterpret_cast<const uint32_t*>(p);
   } else {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-    return funnel_right(q[0], q[1], uint32_t(a & 3) * 8);
+    // Two 16-bit loads: their offsets from a block's pointer are constants, so no address arithmetic.
+    const uint16_t* q = reinterpret_cast<const uint16_t*>(p);
+    return uint32_t(q[0]) | uint32_t(q[1]) << 16;
   }
 }
 PAGODA_HD float ld_half(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
 
-// Byte B of w as a float (exact): 2^23 + byte, minus 2^23.
+// 2^23 + byte B of w, as a float (exact; the magic-number trick, one PRMT). The selector is an immediate
+// and the magic a register: __byte_perm lets ptxas make the magic the immediate and move the selector into
+// a register for every byte.
 template <int B>
-PAGODA_HD float byte_to_float(uint32_t w) {
-  return bits_to_float(byte_perm(w, 0x4B000000u, 0x7440 | B)) - 8388608.0f;
+PAGODA_HD float byte_raw(uint32_t w) {
+#ifdef __CUDA_ARCH__
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(0x4B000000u), "n"(0x7440 | B));
+  return __uint_as_float(d);
+#else
+  return bits_to_float(byte_perm(w, 0x4B000000u, 0x7440 | B));
+#endif
 }
 
 #ifdef __CUDACC__
@@ -203,15 +228,15 @@ struct DeviceOps {
 };
 #endif  // __CUDACC__
 
-// What a lane needs to run one block: its x pointers (token 8 i + g of tile i, at k = 4 t), the number of
-// live tiles, the block's first k, and the accumulators (acc[i][e]: row g + 8 (e / 2), token 8 i + 2 t +
-// e % 2).
-template <typename T>
+// What a lane needs to run one block: its x pointers (token 8 i + g of tile i, at the slab's first k plus
+// 4 t; tokens past m repeat the last one, their outputs unwritten), the block's first k within the slab (a
+// constant once the block loop is unrolled, so x loads take immediate offsets), and the accumulators
+// (acc[i][e]: row g + 8 (e / 2), token 8 i + 2 t + e % 2). NT: 1 tile (m <= 8, decode) or kMaxTiles.
+template <typename T, int NT>
 struct Lane {
-  const T* x[kMaxTiles];
-  int tiles;
+  const T* x[NT];
   int k0;
-  float acc[kMaxTiles][4];
+  float acc[NT][4];
 };
 
 // The B fragment of x[k0 + off + 4 t .. + 3] (8 bytes): slots (2t, 2t+1) take x[0], x[2]; (2t+8, 2t+9)
@@ -225,27 +250,25 @@ PAGODA_HD void load_b(const T* p, uint32_t& b0, uint32_t& b1) {
 
 // A scale group of NM mma k-steps: a[j] the codes of step j (rows g, g + 8), x at element offset xoff[j]
 // of the block; acc += alpha[row] * S + beta[row] * X.
-template <class Ops, typename T, int NM>
-PAGODA_HD void group(Lane<T>& L, const uint32_t (&a)[NM][4], const int (&xoff)[NM], const float (&alpha)[2],
+template <class Ops, typename T, int NT, int NM>
+PAGODA_HD void group(Lane<T, NT>& L, const uint32_t (&a)[NM][4], const int (&xoff)[NM], const float (&alpha)[2],
                      const float (&beta)[2]) {
   const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
 PAGODA_UNROLL
-  for (int i = 0; i < kMaxTiles; ++i) {
-    if (i < L.tiles) {
-      float s[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int i = 0; i < NT; ++i) {
+    float s[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
 PAGODA_UNROLL
-      for (int j = 0; j < NM; ++j) {
-        uint32_t b0, b1;
-        load_b<Ops>(L.x[i] + L.k0 + xoff[j], b0, b1);
-        Ops::template mma<T>(s, a[j], b0, b1);
-        Ops::template mma<T>(xs, ones, b0, b1);
-      }
-      float* acc = L.acc[i];
-      acc[0] = fmaf(alpha[0], s[0], fmaf(beta[0], xs[0], acc[0]));
-      acc[1] = fmaf(alpha[0], s[1], fmaf(beta[0], xs[1], acc[1]));
-      acc[2] = fmaf(alpha[1], s[2], fmaf(beta[1], xs[0], acc[2]));
-      acc[3] = fmaf(alpha[1], s[3], fmaf(beta[1], xs[1], acc[3]));
+    for (int j = 0; j < NM; ++j) {
+      uint32_t b0, b1;
+      load_b<Ops>(L.x[i] + L.k0 + xoff[j], b0, b1);
+      Ops::template mma<T>(s, a[j], b0, b1);
+      Ops::template mma<T>(xs, ones, b0, b1);
     }
+    float* acc = L.acc[i];
+    acc[0] = fmaf(alpha[0], s[0], fmaf(beta[0], xs[0], acc[0]));
+    acc[1] = fmaf(alpha[0], s[1], fmaf(beta[0], xs[1], acc[1]));
+    acc[2] = fmaf(alpha[1], s[2], fmaf(beta[1], xs[0], acc[2]));
+    acc[3] = fmaf(alpha[1], s[3], fmaf(beta[1], xs[1], acc[3]));
   }
 }
 
@@ -254,10 +277,10 @@ PAGODA_UNROLL
 template <typename T, int S>
 PAGODA_HD void frag(uint32_t (&a)[4], uint32_t wg, uint32_t wh, uint32_t hg02 = 0, uint32_t hh02 = 0,
                     uint32_t hg13 = 0, uint32_t hh13 = 0) {
-  a[0] = code_pair<T, S>(wg, hg02);
-  a[1] = code_pair<T, S>(wh, hh02);
-  a[2] = code_pair<T, S + 8>(wg, hg13);
-  a[3] = code_pair<T, S + 8>(wh, hh13);
+  a[0] = code_pair<T, S>(wg, with_magic<T>(hg02));
+  a[1] = code_pair<T, S>(wh, with_magic<T>(hh02));
+  a[2] = code_pair<T, S + 8>(wg, with_magic<T>(hg13));
+  a[3] = code_pair<T, S + 8>(wh, with_magic<T>(hh13));
 }
 
 }  // namespace quant_gemv_detail
@@ -270,7 +293,7 @@ namespace quant_gemv_detail {
 
 // One CTA: rows [16 cta, 16 cta + 16) of y[:m, :] for thread `tid` (0..kThreads-1); smem: kSmemBytes,
 // 16-byte aligned. PRECOND: quant_gemv()'s.
-template <QuantType Q, typename T, class Ops>
+template <QuantType Q, typename T, int NT, class Ops>
 PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int cta,
                         int tid, uint8_t* smem) {
   using F = Fmt<Q>;
@@ -286,10 +309,32 @@ PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m
   auto row_start = [&](int r) { return wbase + uintptr_t(imin(row0 + r, n - 1)) * row_bytes; };
 
   // Copies slab s of the 16 rows into ring stage `stage`: the 16-byte chunks that cover each row's bytes.
+  // Lane copies (row, chunk) pairs i = lane + 32 j. With rows a multiple of 16 bytes long (every format at
+  // k = 2048 j), every row's slab starts at the same offset within 16 bytes, so the pairs' addresses are
+  // fixed offsets from the slab's (`fixed`); other rows find each chunk's address every time.
+  constexpr int kPairs = kTileRows * F::kChunks, kJ = (kPairs + 31) / 32;
+  const bool aligned16 = row_bytes % 16 == 0;
+  uint32_t goff[kJ], soff_c[kJ];  // tile-relative source offset; destination offset | chunk << 16
+PAGODA_UNROLL
+  for (int j = 0; j < kJ; ++j) {
+    const int i = lane + 32 * j, r = i / F::kChunks, c = i - r * F::kChunks;
+    goff[j] = uint32_t(imin(row0 + r, n - 1) - row0) * uint32_t(row_bytes) + 16u * uint32_t(c);
+    soff_c[j] = uint32_t(r * F::kStride + 16 * c) | uint32_t(i < kPairs ? c : 0xffff) << 16;
+  }
+  const uintptr_t tile = row_start(0);
   auto issue = [&](int s, int stage) {
     const int bytes = imin(F::kBlocksPerSlab, nb - s * F::kBlocksPerSlab) * F::kBlockBytes;
     uint8_t* dst = ring + stage * kTileRows * F::kStride;
-    for (int i = lane; i < kTileRows * F::kChunks; i += 32) {
+    if (aligned16) {
+      const uint32_t lead = uint32_t(s * F::kSlabBytes) & 15u, chunks = (lead + uint32_t(bytes) + 15u) / 16u;
+      const uintptr_t base = tile + (uintptr_t(s) * F::kSlabBytes & ~uintptr_t(15));
+PAGODA_UNROLL
+      for (int j = 0; j < kJ; ++j)
+        if ((soff_c[j] >> 16) < chunks)
+          Ops::copy16(dst + (soff_c[j] & 0xffffu), reinterpret_cast<const void*>(base + goff[j]));
+      return;
+    }
+    for (int i = lane; i < kPairs; i += 32) {
       const int r = i / F::kChunks, c = i - r * F::kChunks;
       const uintptr_t begin = row_start(r) + uintptr_t(s) * F::kSlabBytes;
       const uintptr_t chunk = (begin & ~uintptr_t(15)) + 16 * uintptr_t(c);
@@ -297,12 +342,12 @@ PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m
     }
   };
 
-  Lane<T> L;
-  L.tiles = (m + 7) / 8;
+  Lane<T, NT> L;
   L.k0 = 0;
+  const T* xrow[NT];
 PAGODA_UNROLL
-  for (int i = 0; i < kMaxTiles; ++i) {
-    L.x[i] = x + size_t(imin(8 * i + g, m - 1)) * k + 4 * t;
+  for (int i = 0; i < NT; ++i) {
+    xrow[i] = x + size_t(imin(8 * i + g, m - 1)) * k + 4 * t;
 PAGODA_UNROLL
     for (int e = 0; e < 4; ++e) L.acc[i][e] = 0.f;
   }
@@ -326,10 +371,12 @@ PAGODA_UNROLL
     const uint8_t* q = stage + (g + 8) * F::kStride + ((start_h + off) & 15);
     const int blocks = imin(F::kBlocksPerSlab, nb - s * F::kBlocksPerSlab);
 PAGODA_UNROLL
+    for (int i = 0; i < NT; ++i) L.x[i] = xrow[i] + size_t(s) * (F::kBlocksPerSlab * F::kBlockElems);
+PAGODA_UNROLL
     for (int b = 0; b < F::kBlocksPerSlab; ++b) {
       if (b < blocks) {
-        L.k0 = (s * F::kBlocksPerSlab + b) * F::kBlockElems;
-        block_dot<Q, T, Ops>(L, p + b * F::kBlockBytes, q + b * F::kBlockBytes, t);
+        L.k0 = b * F::kBlockElems;
+        block_dot<Q, T, NT, Ops>(L, p + b * F::kBlockBytes, q + b * F::kBlockBytes, t);
       }
     }
   }
@@ -338,9 +385,9 @@ PAGODA_UNROLL
 
   // red[warp][i * 4 + e][lane]
   float* red = reinterpret_cast<float*>(smem);
-  constexpr int kVals = kMaxTiles * 4;
+  constexpr int kVals = NT * 4;
 PAGODA_UNROLL
-  for (int i = 0; i < kMaxTiles; ++i)
+  for (int i = 0; i < NT; ++i)
 PAGODA_UNROLL
     for (int e = 0; e < 4; ++e) red[(warp * kVals + i * 4 + e) * 32 + lane] = L.acc[i][e];
   Ops::sync_cta();
@@ -358,33 +405,37 @@ PAGODA_UNROLL
 
 #ifdef __CUDACC__
 // grid.x = ceil(n / 16), kThreads threads, dynamic shared memory Fmt<Q>::kSmemBytes.
-template <QuantType Q, typename T>
-__global__ void __launch_bounds__(kThreads, 2)
+// Two CTAs an SM for decode (128 registers); the four-tile kernel's accumulators get all it may use.
+template <QuantType Q, typename T, int NT>
+__global__ void __launch_bounds__(kThreads, NT == 1 ? 2 : 1)
     quant_gemv_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, const T* __restrict__ bias,
                       T* __restrict__ y, int m, int n, int k, int ldy) {
   extern __shared__ __align__(16) uint8_t smem[];
-  gemv_cta<Q, T, DeviceOps>(x, w, bias, y, m, n, k, ldy, int(blockIdx.x), int(threadIdx.x), smem);
+  gemv_cta<Q, T, NT, DeviceOps>(x, w, bias, y, m, n, k, ldy, int(blockIdx.x), int(threadIdx.x), smem);
 }
 
-template <QuantType Q, typename T>
+template <QuantType Q, typename T, int NT>
 void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = Fmt<Q>::kSmemBytes;
   static const bool attr_set = [] {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_kernel<Q, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_kernel<Q, T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(kSmem)));
     return true;
   }();
   (void)attr_set;
-  quant_gemv_kernel<Q, T><<<cuda_detail::ceil_div(p.n, kTileRows), kThreads, kSmem, stream>>>(
+  quant_gemv_kernel<Q, T, NT><<<cuda_detail::ceil_div(p.n, kTileRows), kThreads, kSmem, stream>>>(
       static_cast<const T*>(p.x), static_cast<const uint8_t*>(p.w), static_cast<const T*>(p.bias),
       static_cast<T*>(p.y), p.m, p.n, p.k, p.ldy > 0 ? p.ldy : p.n);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
+// Decode (m <= 8) runs the one-tile kernel; larger m the four-tile one, whose tiles past m repeat the last
+// token (an output is the same whichever kernel computes it: one tile's arithmetic is the other's).
 template <QuantType Q>
 void launch_quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
-  if (p.dtype == DType::kBF16) launch_typed<Q, bf16>(p, stream);
-  else launch_typed<Q, f16>(p, stream);
+  const bool one = p.m <= 8;
+  if (p.dtype == DType::kBF16) one ? launch_typed<Q, bf16, 1>(p, stream) : launch_typed<Q, bf16, kMaxTiles>(p, stream);
+  else one ? launch_typed<Q, f16, 1>(p, stream) : launch_typed<Q, f16, kMaxTiles>(p, stream);
 }
 #endif  // __CUDACC__
 
