@@ -55,6 +55,7 @@ struct CtaSim {
 
 thread_local CtaSim* t_cta = nullptr;
 thread_local int t_tid = 0;
+thread_local uint8_t* t_smem = nullptr;  // the CTA's shared memory: "shared addresses" are offsets into it
 
 template <typename T>
 float half_bits_to_float(uint32_t bits) {
@@ -99,7 +100,8 @@ struct HostOps {
     w.bar.wait();  // nobody posts the next fragments before everyone has read these
     for (int e = 0; e < 4; ++e) c[e] = out[e];
   }
-  static void copy16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
+  static uint32_t shared_addr(const void* p) { return uint32_t(static_cast<const uint8_t*>(p) - t_smem); }
+  static void copy16(uint32_t smem, const void* gmem) { std::memcpy(t_smem + smem, gmem, 16); }
   static void commit() {}
   template <int N>
   static void wait() {}
@@ -119,6 +121,7 @@ void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, in
       threads.emplace_back([&, tid] {
         t_cta = sim.get();
         t_tid = tid;
+        t_smem = smem;
         if (m <= 8) gemv_cta<Q, T, 1, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);  // as the launch
         else gemv_cta<Q, T, kMaxTiles, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
       });

@@ -166,10 +166,10 @@ PAGODA_UNROLL
           const uint32_t scw = sb < 4 ? sc_lo[r] : sc_hi[r], mnw = sb < 4 ? mn_lo[r] : mn_hi[r];
           float sc, mn;  // 2^23 + the 6-bit value
           switch (sb & 3) {  // compile-time after unrolling
-            case 0: sc = byte_raw<0>(scw), mn = byte_raw<0>(mnw); break;
-            case 1: sc = byte_raw<1>(scw), mn = byte_raw<1>(mnw); break;
-            case 2: sc = byte_raw<2>(scw), mn = byte_raw<2>(mnw); break;
-            default: sc = byte_raw<3>(scw), mn = byte_raw<3>(mnw); break;
+            case 0: sc = byte_raw<0>(scw, L.magic), mn = byte_raw<0>(mnw, L.magic); break;
+            case 1: sc = byte_raw<1>(scw, L.magic), mn = byte_raw<1>(mnw, L.magic); break;
+            case 2: sc = byte_raw<2>(scw, L.magic), mn = byte_raw<2>(mnw, L.magic); break;
+            default: sc = byte_raw<3>(scw, L.magic), mn = byte_raw<3>(mnw, L.magic); break;
           }
           // w = (d sc) q - dmin mn: alpha (S - 128 X) - dmin mn X. Each FMA is exact: d (2^23 + sc) - 2^23 d
           // = d sc has 17 significant bits.
@@ -209,7 +209,7 @@ PAGODA_UNROLL
   frag<T, SHIFT>(a[0], ql[li][0], ql[li][1], high_bits<T, BITS, 0, 0x00300030u>(qh[hi][0]),                  \
                  high_bits<T, BITS, 0, 0x00300030u>(qh[hi][1]), high_bits<T, BITS, 1, 0x00300030u>(qh[hi][0]), \
                  high_bits<T, BITS, 1, 0x00300030u>(qh[hi][1]));                                             \
-  for (int r = 0; r < 2; ++r) alpha[r] = fmaf(-128.f, d[r], fmaf(d[r], byte_raw<(U) & 3>(sc[(U) >> 2][r]), nd23[r]))
+  for (int r = 0; r < 2; ++r) alpha[r] = fmaf(-128.f, d[r], fmaf(d[r], byte_raw<(U) & 3>(sc[(U) >> 2][r], L.magic), nd23[r]))
         switch (u) {  // compile-time after unrolling
           case 0: PAGODA_Q6_GROUP(0, 0, 0); break;
           case 1: PAGODA_Q6_GROUP(1, 0, 0); break;

@@ -181,17 +181,17 @@ PAGODA_HD uint32_t ld32(const uint8_t* p) {
 }
 PAGODA_HD float ld_half(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
 
-// 2^23 + byte B of w, as a float (exact; the magic-number trick, one PRMT). The selector is an immediate
-// and the magic a register: __byte_perm lets ptxas make the magic the immediate and move the selector into
-// a register for every byte.
+// 2^23 + byte B of w, as a float (exact; the magic-number trick, one PRMT). `magic` is 0x4B000000 in a
+// register the compiler cannot see through (Lane::magic): with two constants ptxas makes the magic the
+// immediate and moves the selector into a register for every byte, two instructions instead of one.
 template <int B>
-PAGODA_HD float byte_raw(uint32_t w) {
+PAGODA_HD float byte_raw(uint32_t w, uint32_t magic) {
 #ifdef __CUDA_ARCH__
   uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(0x4B000000u), "n"(0x7440 | B));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(magic), "n"(0x7440 | B));
   return __uint_as_float(d);
 #else
-  return bits_to_float(byte_perm(w, 0x4B000000u, 0x7440 | B));
+  return bits_to_float(byte_perm(w, magic, 0x7440 | B));
 #endif
 }
 
@@ -214,9 +214,12 @@ struct DeviceOps {
           : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  static __device__ __forceinline__ void copy16(void* smem, const void* gmem) {
-    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  // The shared-memory address of p (computed once per slab: cvta is several instructions).
+  static __device__ __forceinline__ uint32_t shared_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  }
+  static __device__ __forceinline__ void copy16(uint32_t smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
   }
   static __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
   template <int N>
@@ -237,6 +240,7 @@ struct Lane {
   const T* x[NT];
   int k0;
   float acc[NT][4];
+  uint32_t magic;  // 0x4B000000 for byte_raw
 };
 
 // The B fragment of x[k0 + off + 4 t .. + 3] (8 bytes): slots (2t, 2t+1) take x[0], x[2]; (2t+8, 2t+9)
@@ -304,46 +308,47 @@ PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m
   const int slabs = (nb + F::kBlocksPerSlab - 1) / F::kBlocksPerSlab;
   const int s_begin = warp * slabs / kWarps, s_end = (warp + 1) * slabs / kWarps;
   uint8_t* ring = smem + size_t(warp) * kStages * kTileRows * F::kStride;
-  // Rows past n re-read row n - 1 (their outputs are not written).
-  const uintptr_t wbase = reinterpret_cast<uintptr_t>(w);
-  auto row_start = [&](int r) { return wbase + uintptr_t(imin(row0 + r, n - 1)) * row_bytes; };
-
+  const uint32_t ring_sh = Ops::shared_addr(ring);
   // Copies slab s of the 16 rows into ring stage `stage`: the 16-byte chunks that cover each row's bytes.
-  // Lane copies (row, chunk) pairs i = lane + 32 j. With rows a multiple of 16 bytes long (every format at
-  // k = 2048 j), every row's slab starts at the same offset within 16 bytes, so the pairs' addresses are
-  // fixed offsets from the slab's (`fixed`); other rows find each chunk's address every time.
-  constexpr int kPairs = kTileRows * F::kChunks, kJ = (kPairs + 31) / 32;
+  // With rows a multiple of 16 bytes long (every format at k = 2048 j), every row's slab starts at the same
+  // offset within 16 bytes: lane copies chunk lane % 16 of rows 2 j + lane / 16 (j < 8), addresses affine
+  // in j, destinations constant offsets. Rows past n are not copied (their outputs are not written, and an
+  // mma row depends on its own A row alone). Other row lengths take each chunk's address from its row.
+  static_assert(F::kChunks <= 16, "a row's slab is at most 16 chunks");
   const bool aligned16 = row_bytes % 16 == 0;
-  uint32_t goff[kJ], soff_c[kJ];  // tile-relative source offset; destination offset | chunk << 16
-PAGODA_UNROLL
-  for (int j = 0; j < kJ; ++j) {
-    const int i = lane + 32 * j, r = i / F::kChunks, c = i - r * F::kChunks;
-    goff[j] = uint32_t(imin(row0 + r, n - 1) - row0) * uint32_t(row_bytes) + 16u * uint32_t(c);
-    soff_c[j] = uint32_t(r * F::kStride + 16 * c) | uint32_t(i < kPairs ? c : 0xffff) << 16;
-  }
-  const uintptr_t tile = row_start(0);
+  const int rows_here = imin(kTileRows, n - row0);
+  const uint32_t my_chunk = uint32_t(lane & 15), my_row = uint32_t(lane >> 4);
+  const uintptr_t tile = reinterpret_cast<uintptr_t>(w) + uintptr_t(row0) * row_bytes;
+  const uintptr_t my_src = tile + my_row * row_bytes + 16u * my_chunk;
   auto issue = [&](int s, int stage) {
     const int bytes = imin(F::kBlocksPerSlab, nb - s * F::kBlocksPerSlab) * F::kBlockBytes;
-    uint8_t* dst = ring + stage * kTileRows * F::kStride;
+    const uint32_t dst = ring_sh + uint32_t(stage * kTileRows * F::kStride);
     if (aligned16) {
       const uint32_t lead = uint32_t(s * F::kSlabBytes) & 15u, chunks = (lead + uint32_t(bytes) + 15u) / 16u;
-      const uintptr_t base = tile + (uintptr_t(s) * F::kSlabBytes & ~uintptr_t(15));
+      if (my_chunk >= chunks) return;
+      const uintptr_t src = my_src + (uintptr_t(s) * F::kSlabBytes & ~uintptr_t(15));
+      const uint32_t d = dst + my_row * F::kStride + 16u * my_chunk;
+      if (rows_here == kTileRows) {
 PAGODA_UNROLL
-      for (int j = 0; j < kJ; ++j)
-        if ((soff_c[j] >> 16) < chunks)
-          Ops::copy16(dst + (soff_c[j] & 0xffffu), reinterpret_cast<const void*>(base + goff[j]));
+        for (int j = 0; j < kTileRows / 2; ++j)
+          Ops::copy16(d + 2 * j * F::kStride, reinterpret_cast<const void*>(src + 2 * uintptr_t(j) * row_bytes));
+      } else {
+        for (int j = 0; 2 * j + int(my_row) < rows_here; ++j)
+          Ops::copy16(d + 2 * j * F::kStride, reinterpret_cast<const void*>(src + 2 * uintptr_t(j) * row_bytes));
+      }
       return;
     }
-    for (int i = lane; i < kPairs; i += 32) {
+    for (int i = lane; i < rows_here * F::kChunks; i += 32) {
       const int r = i / F::kChunks, c = i - r * F::kChunks;
-      const uintptr_t begin = row_start(r) + uintptr_t(s) * F::kSlabBytes;
+      const uintptr_t begin = tile + uintptr_t(r) * row_bytes + uintptr_t(s) * F::kSlabBytes;
       const uintptr_t chunk = (begin & ~uintptr_t(15)) + 16 * uintptr_t(c);
-      if (chunk < begin + bytes) Ops::copy16(dst + r * F::kStride + 16 * c, reinterpret_cast<const void*>(chunk));
+      if (chunk < begin + bytes) Ops::copy16(dst + uint32_t(r * F::kStride + 16 * c), reinterpret_cast<const void*>(chunk));
     }
   };
 
   Lane<T, NT> L;
   L.k0 = 0;
+  L.magic = 0x4B000000u | (uint32_t(m) >> 31);  // m >= 0: the constant, unknown to the compiler
   const T* xrow[NT];
 PAGODA_UNROLL
   for (int i = 0; i < NT; ++i) {
@@ -351,21 +356,24 @@ PAGODA_UNROLL
 PAGODA_UNROLL
     for (int e = 0; e < 4; ++e) L.acc[i][e] = 0.f;
   }
-  const uintptr_t start_g = row_start(g), start_h = row_start(g + 8);
+  // Where rows g and g + 8 start (16-byte offsets of a slab's start add to these).
+  const uintptr_t start_g = tile + uintptr_t(g) * row_bytes, start_h = tile + uintptr_t(g + 8) * row_bytes;
 
 PAGODA_UNROLL
   for (int i = 0; i < kStages - 1; ++i) {
     if (s_begin + i < s_end) issue(s_begin + i, i);
     Ops::commit();
   }
+  int stage_now = 0, stage_next = kStages - 1;
   for (int s = s_begin; s < s_end; ++s) {
     Ops::template wait<kStages - 2>();
     Ops::sync_warp();  // every lane's copies of slab s have landed; every lane is done with slab s - 1's stage
-    const int next = s + kStages - 1;
-    if (next < s_end) issue(next, (next - s_begin) % kStages);
+    if (s + kStages - 1 < s_end) issue(s + kStages - 1, stage_next);
     Ops::commit();
+    stage_next = stage_next == kStages - 1 ? 0 : stage_next + 1;
 
-    const uint8_t* stage = ring + ((s - s_begin) % kStages) * kTileRows * F::kStride;
+    const uint8_t* stage = ring + stage_now * kTileRows * F::kStride;
+    stage_now = stage_now == kStages - 1 ? 0 : stage_now + 1;
     const uintptr_t off = uintptr_t(s) * F::kSlabBytes;
     const uint8_t* p = stage + g * F::kStride + ((start_g + off) & 15);
     const uint8_t* q = stage + (g + 8) * F::kStride + ((start_h + off) & 15);
