@@ -150,9 +150,10 @@ struct Shape {
 };
 
 // The 32-weight formats: k = 32 x odd (rows 2-byte aligned for Q4_0, Q5_0, Q8_0), a partial last slab, a
-// warp with more slabs than ring stages (k = 8192), m across the 8-token tiles, n not a multiple of 16.
-const Shape kLegacyShapes[] = {{1, 16, 256, false}, {3, 37, 416, true}, {8, 20, 224, false},
-                               {9, 16, 288, false}, {32, 17, 96, true},  {2, 16, 8192, false}};
+// warp with more slabs than ring stages (k = 8192), m across the 8-token tiles, n not a multiple of 16
+// with rows both 16-byte aligned (k = 512) and not.
+const Shape kLegacyShapes[] = {{1, 16, 256, false}, {3, 37, 416, true}, {8, 20, 224, false}, {9, 16, 288, false},
+                               {32, 17, 96, true},  {2, 16, 8192, false}, {4, 21, 512, true}};
 // The k-quants: k = 256 x odd (Q6_K rows of 210 x odd bytes), 40 blocks (5 slabs a warp).
 const Shape kKShapes[] = {{1, 16, 256, false}, {5, 33, 768, true}, {8, 16, 10240, false},
                           {17, 18, 512, false}, {32, 16, 256, true}};
