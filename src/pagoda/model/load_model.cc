@@ -2,8 +2,8 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
-#include "pagoda/model/quantize_weights.h"
 #include "pagoda/model/safetensors.h"
+#include "pagoda/model/quantize_weights.h"
 
 namespace pagoda {
 
@@ -78,13 +78,13 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
     if (opt.load_format == LoadFormat::kSafetensors)
       throw_config_error("'", path, "' is a built-in model with random weights; it has no safetensors to load");
     m.config = *builtin;
-    m.random_weight_quant = builtin_model_quant(path);
   } else {
     m.config = parse_model_config(path);
   }
   PAGODA_LOG_INFO("model ", path, ": ", model_config_summary(m.config));
   if (builtin || opt.load_format == LoadFormat::kDummy) {
     const DType dt = opt.dtype.value_or(m.config.checkpoint_dtype.value_or(DType::kF32));
+    if (builtin) m.random_weight_quant = builtin_model_quant(path);
     if (opt.defer_random_weights) {
       PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt), ", made on the device");
       return m;

@@ -32,13 +32,13 @@ struct LoadOptions {
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<const ModelWeights> weights;
-  // FP8 KV-cache scales, [num_layers] when the checkpoint declares or holds them (see load_kv_scales), else
-  // empty: always empty for random weights.
-  std::vector<KvScales> kv_scales;
   // Random weights of a quantized built-in (dummy:llama3-8b-q4_k): the block format of every linear layer's
   // matrix, the lm_head included (the embedding and norms stay plain). Deferred weights are made so by the
   // runner; host ones are quantized by load_model.
   QuantType random_weight_quant = QuantType::kNone;
+  // FP8 KV-cache scales, [num_layers] when the checkpoint declares or holds them (see load_kv_scales), else
+  // empty: always empty for random weights.
+  std::vector<KvScales> kv_scales;
 };
 
 // Name of the built-in model: a small Qwen3-shaped config with random weights (no files needed).
