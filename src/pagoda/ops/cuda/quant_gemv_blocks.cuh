@@ -17,16 +17,17 @@ namespace pagoda {
 namespace quant_gemv_detail {
 
 // Q5_0/Q5_1's bit 4 of the pair of weights (0, 2) or (1, 3) of v's low 4 bits (bit i = weight i), at the
-// high-bit place of code_pair's halves (bits 4 and 20, in T's units): one multiply spreads both bits.
+// high-bit place of code_pair's halves (bits 4 and 20, in T's units), with kMagic<T>: one multiply spreads
+// both bits.
 template <typename T>
 PAGODA_HD uint32_t q5_high02(uint32_t v) {
   constexpr int s = kShift<T>;
-  return ((v & 5u) * ((1u << (4 + s)) | (1u << (18 + s)))) & (0x00100010u << s);
+  return and_or((v & 5u) * ((1u << (4 + s)) | (1u << (18 + s))), 0x00100010u << s, kMagic<T>);
 }
 template <typename T>
 PAGODA_HD uint32_t q5_high13(uint32_t v) {
   constexpr int s = kShift<T>;
-  return ((v & 10u) * ((1u << (3 + s)) | (1u << (17 + s)))) & (0x00100010u << s);
+  return and_or((v & 10u) * ((1u << (3 + s)) | (1u << (17 + s))), 0x00100010u << s, kMagic<T>);
 }
 
 // Q8_0: the high nibble of a byte of q + 128 is the stored high nibble with its top bit flipped.
@@ -149,16 +150,30 @@ PAGODA_UNROLL
       for (int half = 0; half < 2; ++half) {  // sub-block 2c (low nibbles), 2c + 1 (high nibbles)
         const int sb = 2 * c + half;
         uint32_t a[2][4];
-        if (half == 0) {
-          frag<T, 0>(a[0], w0g, w0h, high_bits<T, 0, 0, 0x00100010u>(h0[0] >> sb), high_bits<T, 0, 0, 0x00100010u>(h0[1] >> sb),
-                     high_bits<T, 0, 1, 0x00100010u>(h0[0] >> sb), high_bits<T, 0, 1, 0x00100010u>(h0[1] >> sb));
-          frag<T, 0>(a[1], w1g, w1h, high_bits<T, 0, 0, 0x00100010u>(h1[0] >> sb), high_bits<T, 0, 0, 0x00100010u>(h1[1] >> sb),
-                     high_bits<T, 0, 1, 0x00100010u>(h1[0] >> sb), high_bits<T, 0, 1, 0x00100010u>(h1[1] >> sb));
+        if constexpr (kQ5) {
+          // bit sb of qh bytes l, as code_pair's high bits (h >> sb puts them at each byte's bit 0)
+          uint32_t hm[2][2][2];  // [word 0/1][row][pattern 02/13]
+PAGODA_UNROLL
+          for (int r = 0; r < 2; ++r) {
+            const uint32_t x0 = (r ? h0[1] : h0[0]) >> sb, x1 = (r ? h1[1] : h1[0]) >> sb;
+            hm[0][r][0] = high_bits<T, 0, 0, 0x00100010u>(x0);
+            hm[0][r][1] = high_bits<T, 0, 1, 0x00100010u>(x0);
+            hm[1][r][0] = high_bits<T, 0, 0, 0x00100010u>(x1);
+            hm[1][r][1] = high_bits<T, 0, 1, 0x00100010u>(x1);
+          }
+          if (half == 0) {
+            frag<T, 0>(a[0], w0g, w0h, hm[0][0][0], hm[0][1][0], hm[0][0][1], hm[0][1][1]);
+            frag<T, 0>(a[1], w1g, w1h, hm[1][0][0], hm[1][1][0], hm[1][0][1], hm[1][1][1]);
+          } else {
+            frag<T, 4>(a[0], w0g, w0h, hm[0][0][0], hm[0][1][0], hm[0][0][1], hm[0][1][1]);
+            frag<T, 4>(a[1], w1g, w1h, hm[1][0][0], hm[1][1][0], hm[1][0][1], hm[1][1][1]);
+          }
+        } else if (half == 0) {
+          frag<T, 0>(a[0], w0g, w0h);
+          frag<T, 0>(a[1], w1g, w1h);
         } else {
-          frag<T, 4>(a[0], w0g, w0h, high_bits<T, 0, 0, 0x00100010u>(h0[0] >> sb), high_bits<T, 0, 0, 0x00100010u>(h0[1] >> sb),
-                     high_bits<T, 0, 1, 0x00100010u>(h0[0] >> sb), high_bits<T, 0, 1, 0x00100010u>(h0[1] >> sb));
-          frag<T, 4>(a[1], w1g, w1h, high_bits<T, 0, 0, 0x00100010u>(h1[0] >> sb), high_bits<T, 0, 0, 0x00100010u>(h1[1] >> sb),
-                     high_bits<T, 0, 1, 0x00100010u>(h1[0] >> sb), high_bits<T, 0, 1, 0x00100010u>(h1[1] >> sb));
+          frag<T, 4>(a[0], w0g, w0h);
+          frag<T, 4>(a[1], w1g, w1h);
         }
         float alpha[2], beta[2];
 PAGODA_UNROLL

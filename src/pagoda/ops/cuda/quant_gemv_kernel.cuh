@@ -149,24 +149,23 @@ PAGODA_HD uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
 #endif
 }
 
-// The 4-bit fields at bit S of each 16-bit half of w, as the pair (128 + field) of T, with `high` (bits
-// already at their place above the field: Q5's bit 4, Q6's bits 4-5, in T's units, plus kMagic<T>: see
-// with_magic) or'ed in.
+// The 4-bit fields at bit S of each 16-bit half of w, as the pair (128 + field) of T: high_magic is
+// kMagic<T> with the field's high bits (Q5's bit 4, Q6's bits 4-5, in T's units) already or'ed in.
 template <typename T, int S>
 PAGODA_HD uint32_t code_pair(uint32_t w, uint32_t high_magic) {
   return and_or(shift_right<S - kShift<T>>(w), 0x000F000Fu << kShift<T>, high_magic);
 }
-template <typename T>
-PAGODA_HD uint32_t with_magic(uint32_t high) {
-  return high | kMagic<T>;
+
+template <typename T, int B, int P, uint32_t kMask>
+PAGODA_HD uint32_t high_bits(uint32_t h) {
+  return and_or(shift_right<8 * P + B - 4 - kShift<T>>(h), kMask << kShift<T>, kMagic<T>);
 }
 
 // Bits B and B + 1 (kMask 0x00300030) or bit B (kMask 0x00100010) of bytes 0 and 2 (P = 0) or 1 and 3
-// (P = 1) of h, moved to the high-bit place of code_pair's two halves (bit 4 in T's units).
+// (P = 1) of h, moved to the high-bit place of code_pair's two halves (bit 4 in T's units), with kMagic<T>
+// (code_pair's high_magic; defined below and_or).
 template <typename T, int B, int P, uint32_t kMask>
-PAGODA_HD uint32_t high_bits(uint32_t h) {
-  return shift_right<8 * P + B - 4 - kShift<T>>(h) & (kMask << kShift<T>);
-}
+PAGODA_HD uint32_t high_bits(uint32_t h);
 
 // A 32-bit little-endian word at p (shared memory), 4-byte aligned when kAligned4, else 2-byte aligned.
 template <bool kAligned4>
@@ -279,12 +278,12 @@ PAGODA_UNROLL
 // The A fragment of one k-step from a weight word per row (wg: row g, wh: row g + 8): the 4-bit fields at
 // bits S, S + 16 (weights 0 and 2 of the word) and S + 8, S + 24 (weights 1 and 3), with their high bits.
 template <typename T, int S>
-PAGODA_HD void frag(uint32_t (&a)[4], uint32_t wg, uint32_t wh, uint32_t hg02 = 0, uint32_t hh02 = 0,
-                    uint32_t hg13 = 0, uint32_t hh13 = 0) {
-  a[0] = code_pair<T, S>(wg, with_magic<T>(hg02));
-  a[1] = code_pair<T, S>(wh, with_magic<T>(hh02));
-  a[2] = code_pair<T, S + 8>(wg, with_magic<T>(hg13));
-  a[3] = code_pair<T, S + 8>(wh, with_magic<T>(hh13));
+PAGODA_HD void frag(uint32_t (&a)[4], uint32_t wg, uint32_t wh, uint32_t hg02 = kMagic<T>, uint32_t hh02 = kMagic<T>,
+                    uint32_t hg13 = kMagic<T>, uint32_t hh13 = kMagic<T>) {
+  a[0] = code_pair<T, S>(wg, hg02);
+  a[1] = code_pair<T, S>(wh, hh02);
+  a[2] = code_pair<T, S + 8>(wg, hg13);
+  a[3] = code_pair<T, S + 8>(wh, hh13);
 }
 
 }  // namespace quant_gemv_detail
