@@ -4,6 +4,7 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/model/gguf_model.h"
 #include "pagoda/model/safetensors.h"
+#include "pagoda/model/quantize_weights.h"
 
 namespace pagoda {
 
@@ -61,8 +62,15 @@ ModelConfig dummy_llama3_8b_config() {
 
 std::optional<ModelConfig> builtin_model_config(const std::string& name) {
   if (name == kDummyTinyModel) return dummy_tiny_config();
-  if (name == kDummyLlama3_8B) return dummy_llama3_8b_config();
+  if (name == kDummyLlama3_8B || name == kDummyLlama3_8B_Q4K || name == kDummyLlama3_8B_Q8_0)
+    return dummy_llama3_8b_config();
   return std::nullopt;
+}
+
+QuantType builtin_model_quant(const std::string& name) {
+  if (name == kDummyLlama3_8B_Q4K) return QuantType::kQ4_K;
+  if (name == kDummyLlama3_8B_Q8_0) return QuantType::kQ8_0;
+  return QuantType::kNone;
 }
 
 LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
@@ -85,12 +93,17 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   PAGODA_LOG_INFO("model ", path, ": ", model_config_summary(m.config));
   if (builtin || opt.load_format == LoadFormat::kDummy) {
     const DType dt = opt.dtype.value_or(m.config.checkpoint_dtype.value_or(DType::kF32));
+    if (builtin) m.random_weight_quant = builtin_model_quant(path);
     if (opt.defer_random_weights) {
       PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt), ", made on the device");
       return m;
     }
-    m.weights = std::make_shared<const ModelWeights>(make_random_weights(m.config, opt.seed, dt));
-    PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt));
+    ModelWeights w = make_random_weights(m.config, opt.seed, dt);
+    if (m.random_weight_quant != QuantType::kNone) quantize_matrices(w, m.random_weight_quant);
+    m.weights = std::make_shared<const ModelWeights>(std::move(w));
+    PAGODA_LOG_INFO("random (dummy) weights, seed ", opt.seed, ", ", dtype_name(dt),
+                    m.random_weight_quant != QuantType::kNone
+                        ? str_cat(", linear layers ", quant_traits(m.random_weight_quant).name) : std::string());
     return m;
   }
   if (gguf) {

@@ -33,6 +33,10 @@ struct LoadOptions {
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<const ModelWeights> weights;
+  // Random weights of a quantized built-in (dummy:llama3-8b-q4_k): the block format of every linear layer's
+  // matrix, the lm_head included (the embedding and norms stay plain). Deferred weights are made so by the
+  // runner; host ones are quantized by load_model.
+  QuantType random_weight_quant = QuantType::kNone;
   // FP8 KV-cache scales, [num_layers] when the checkpoint declares or holds them (see load_kv_scales), else
   // empty: always empty for random weights.
   std::vector<KvScales> kv_scales;
@@ -52,8 +56,14 @@ ModelConfig dummy_tiny_config();
 // hidden 4096, ffn 14336, 32 q / 8 kv heads of 128, vocab 128256, rope theta 500000, bf16).
 inline constexpr const char* kDummyLlama3_8B = "dummy:llama3-8b";
 ModelConfig dummy_llama3_8b_config();
-// The config of a built-in model name (dummy:tiny, dummy:llama3-8b), or nullopt.
+// The same shapes with every linear layer's matrix (lm_head included) stored quantized by pagoda's own
+// quantizer, for benchmarks of the quantized kernels against bf16.
+inline constexpr const char* kDummyLlama3_8B_Q4K = "dummy:llama3-8b-q4_k";
+inline constexpr const char* kDummyLlama3_8B_Q8_0 = "dummy:llama3-8b-q8_0";
+// The config of a built-in model name (dummy:tiny, dummy:llama3-8b[-q4_k|-q8_0]), or nullopt.
 std::optional<ModelConfig> builtin_model_config(const std::string& name);
+// The block format of a built-in's linear layers: kNone but for the quantized built-ins.
+QuantType builtin_model_quant(const std::string& name);
 
 // `path`: a model folder, a GGUF file (auto: a file that starts with the GGUF magic or ends in .gguf), or
 // kDummyTinyModel. Throws pagoda::Error (see parse_model_config, load_model_weights, load_kv_scales,

@@ -10,6 +10,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
+#include "pagoda/model/cuda/cuda_linear.h"
 #include "pagoda/model/cuda/cuda_weights.h"
 #include "pagoda/model/kv_cache_sizing.h"
 #include "pagoda/ops/cuda/activation.h"
@@ -17,6 +18,7 @@
 #include "pagoda/ops/cuda/device_buffer.h"
 #include "pagoda/ops/cuda/embedding.h"
 #include "pagoda/ops/cuda/gemm.h"
+#include "pagoda/ops/cuda/quant_dequant.h"
 #include "pagoda/ops/cuda/sampling.h"
 #include "pagoda/ops/cuda/rmsnorm.h"
 #include "pagoda/ops/cuda/rope_kv.h"
@@ -41,6 +43,8 @@ struct CudaModelRunner::Impl {
   cudaStream_t stream = nullptr;
   GemmRunner gemm;
   CudaWeights w;
+  DeviceBuffer wscratch;  // quantized weights dequantized for a GEMM (cuda_linear.h)
+  LinearContext lin;
   DeviceBuffer kv;  // [layers][num_blocks, block_size, kv_heads, 2*head_dim]
   size_t kv_layer_bytes = 0;
   DeviceBuffer rope_cos, rope_sin;
@@ -193,6 +197,17 @@ void allocate_step_buffers(CudaModelRunner::Impl& m) {
   PAGODA_CUDA_CHECK(cudaMemset(m.meta.data(), 0, at));
 }
 
+// The linear layers' context, and its scratch for the largest quantized matrix that can be dequantized (the
+// lm_head never is, except in fp32 compute).
+void allocate_linear_scratch(CudaModelRunner::Impl& m) {
+  const DType dt = m.opt.dtype;
+  size_t bytes = dt == DType::kF32 ? linear_scratch_bytes(m.w.lm_head, dt) : 0;
+  for (const CudaLayerWeights& l : m.w.layers)
+    for (const CudaMatrix* w : {&l.w_qkv, &l.w_o, &l.w_gate_up, &l.w_down}) bytes = std::max(bytes, linear_scratch_bytes(*w, dt));
+  if (bytes > 0) m.wscratch = DeviceBuffer(bytes);
+  m.lin = {&m.gemm, dt, m.opt.batch_invariant, m.wscratch.data(), bytes, m.stream};
+}
+
 // One runner per layer group, reserved for `limits`.
 CudaModelRunner::Impl::Runners make_runners(const CudaModelRunner::Impl& m, const RunnerLimits& limits) {
   CudaModelRunner::Impl::Runners runners;
@@ -285,6 +300,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&m.num_sms, cudaDevAttrMultiProcessorCount, dev));
   m.gemm.set_batch_invariant(options.batch_invariant);
   m.w = upload_weights(model, dt, m.stream);
+  allocate_linear_scratch(m);
   build_rope_tables(m);
   allocate_step_buffers(m);
   make_attention(m);
@@ -371,7 +387,21 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     p.op_kinds[size_t(p.num_op_events++)] = int(op);
   };
   mark(StepOp::kNorm);  // the first event only starts the clock
-  embedding({d_ids, m.w.embed, m.h.data(), T, H, V, dt, d_err}, m.stream);
+  if (m.w.embed.quantized()) {  // a GGUF token_embd: its rows dequantized (the id check as embedding()'s)
+    QuantDequantParams e;
+    e.w = m.w.embed.parts.front().data;
+    e.type = m.w.embed.parts.front().quant;
+    e.rows = V;
+    e.cols = H;
+    e.row_ids = d_ids;
+    e.error_flag = d_err;
+    e.out_rows = T;
+    e.out = m.h.data();
+    e.dtype = dt;
+    quant_dequant(e, m.stream);
+  } else {
+    embedding({d_ids, m.w.embed.parts.front().data, m.h.data(), T, H, V, dt, d_err}, m.stream);
+  }
   for (int l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& lp = m.w.layers[size_t(l)];
     if (l == 0) {
@@ -388,7 +418,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
       fused_add_rmsnorm({m.o.data(), m.h.data(), lp.input_norm, m.xn.data(), T, H, eps, dt}, m.stream);
     }
     mark(StepOp::kNorm);
-    m.gemm.run({m.xn.data(), lp.w_qkv, lp.qkv_bias, m.qkv.data(), T, QKV, H, dt}, m.stream);
+    linear(m.lin, lp.w_qkv, m.xn.data(), lp.qkv_bias, m.qkv.data(), T);
     mark(StepOp::kQkvGemm);
     uint8_t* qkv = static_cast<uint8_t*>(m.qkv.data());
     const size_t es = dtype_size(dt);
@@ -441,22 +471,22 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     ap.v_scale = cache_.layer_v_scale(l);
     runners[size_t(m.layer_group[size_t(l)])]->run(ap, m.stream);
     mark(StepOp::kAttention);
-    m.gemm.run({m.attn.data(), lp.w_o, lp.o_bias, m.o.data(), T, H, c.num_heads * D, dt}, m.stream);
+    linear(m.lin, lp.w_o, m.attn.data(), lp.o_bias, m.o.data(), T);
     mark(StepOp::kOGemm);
     fused_add_rmsnorm({m.o.data(), m.h.data(), lp.post_norm, m.xn.data(), T, H, eps, dt}, m.stream);
     mark(StepOp::kNorm);
-    m.gemm.run({m.xn.data(), lp.w_gate_up, nullptr, m.gu.data(), T, 2 * F, H, dt}, m.stream);
+    linear(m.lin, lp.w_gate_up, m.xn.data(), nullptr, m.gu.data(), T);
     mark(StepOp::kGateUpGemm);
     silu_and_mul({m.gu.data(), m.act.data(), T, F, dt}, m.stream);
     mark(StepOp::kAct);
-    m.gemm.run({m.act.data(), lp.w_down, nullptr, m.o.data(), T, H, F, dt}, m.stream);
+    linear(m.lin, lp.w_down, m.act.data(), nullptr, m.o.data(), T);
     mark(StepOp::kDownGemm);
   }
   fused_add_rmsnorm({m.o.data(), m.h.data(), m.w.final_norm, m.xn.data(), T, H, eps, dt}, m.stream);
   mark(StepOp::kNorm);
   if (R == 0) return;
   embedding({d_li, m.xn.data(), m.xsel.data(), R, H, T, dt, d_err}, m.stream);  // gather the rows to sample
-  m.gemm.run({m.xsel.data(), m.w.lm_head, nullptr, m.logits.data(), R, V, H, dt}, m.stream);
+  linear(m.lin, m.w.lm_head, m.xsel.data(), nullptr, m.logits.data(), R, /*may_dequantize=*/false);
   convert({m.logits.data(), dt, m.logits_f32.data(), DType::kF32, int64_t(R) * V}, m.stream);
   argmax({m.logits_f32.as<float>(), 0, R, V, d_tokens}, m.stream);
   mark(StepOp::kLogits);

@@ -2,7 +2,9 @@
 // layers (fused residual-add RMSNorm, one fused QKV GEMM (+bias), Qwen3 q/k norm, RoPE fused with the paged
 // KV-cache write, the layer group's attention runner over the cache, o projection, fused gate_up GEMM,
 // SiLU-and-mul, down projection) -> final norm -> logits of the requested rows. Compute dtype bf16/fp16 (fp32
-// accumulate in every GEMM and reduction) or fp32. Weights are uploaded once into one device allocation.
+// accumulate in every GEMM and reduction) or fp32. Weights are uploaded once into one device allocation;
+// block-quantized ones (GGUF) stay quantized there (cuda_linear.h: quantized GEMV for decode, dequantize +
+// GEMM for prefill).
 #pragma once
 
 #include <cuda_runtime_api.h>

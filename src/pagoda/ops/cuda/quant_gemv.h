@@ -1,0 +1,43 @@
+// Matrix-vector products over block-quantized weights, for decode: y[m, n] = x[m, k] @ W[n, k]^T (+ bias[n])
+// with W in a GGML block format (core/quant_type.h), read as stored, and m <= kQuantGemvMaxRows.
+//
+// Each weight row is dequantized in registers to exact small integers (the block's codes, as bf16/fp16
+// values) and multiplied with x on the tensor cores (mma m16n8k16, fp32 accumulation); the block and
+// sub-block scales and mins are applied in fp32 once per 16 or 32 weights. The weights stream through
+// shared memory in 16-byte copies (cp.async), so any row alignment the formats allow (2-byte for Q4_0,
+// Q5_0, Q8_0, Q6_K) reads coalesced. The result of an output depends only on its row of x, W and k:
+// never on m or on the other rows (batch invariant).
+//
+//   quant_gemv({.x = x, .w = w, .type = QuantType::kQ4_K, .y = y, .m = 1, .n = 4096, .k = 4096,
+//               .dtype = DType::kBF16}, stream);
+//
+// Allocates nothing and never synchronises (CUDA-graph safe).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "pagoda/core/dtype.h"
+#include "pagoda/core/quant_type.h"
+
+namespace pagoda {
+
+inline constexpr int kQuantGemvMaxRows = 32;
+
+struct QuantGemvParams {
+  const void* x = nullptr;     // [m, k] row-major activations, dtype; 8-byte aligned
+  // [n, k]: n rows of quant_row_bytes(type, k) bytes, rows contiguous; 16-byte aligned, and readable up to
+  // the next 16-byte boundary past the last row (any cudaMalloc'd buffer is).
+  const void* w = nullptr;
+  QuantType type = QuantType::kNone;
+  const void* bias = nullptr;  // [n] in dtype, or nullptr
+  void* y = nullptr;           // [m, n] with row stride ldy, dtype; must not overlap x or w
+  int m = 0, n = 0, k = 0;     // 0 <= m <= kQuantGemvMaxRows; n >= 1; k a positive multiple of the block size
+  int ldy = 0;                 // elements between rows of y (>= n); 0 = n. A fused q|k|v of parts in different
+                               // formats writes each part's columns of one output.
+  DType dtype = DType::kBF16;  // kBF16 or kF16: x, bias and y
+};
+
+// Throws pagoda::Error (an internal check) on a violated precondition.
+void quant_gemv(const QuantGemvParams& p, cudaStream_t stream);
+
+}  // namespace pagoda

@@ -1,0 +1,221 @@
+// The quantized GEMV's CTA body (ops/cuda/quant_gemv_kernel.cuh) run on the host: one thread per lane,
+// mma.m16n8k16 emulated from the PTX fragment layouts, cp.async as a copy, barriers for __syncwarp and
+// __syncthreads. It checks the kernel's own code (the staging of misaligned rows, the fragment mapping of
+// every block format, the scale algebra, the cross-warp sum) against a float64 reference on machines
+// without a GPU; the GPU test (quant_gemv_test.cc) runs the compiled kernel.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "gpu_test_util.h"
+#include "pagoda/ops/cuda/quant_gemv_kernel.cuh"
+#include "quant_reference.h"
+
+namespace pagoda {
+namespace {
+
+using namespace quant_gemv_detail;
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+  }
+
+ private:
+  const int n_;
+  int count_ = 0;
+  uint64_t gen_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+struct WarpSim {
+  Barrier bar{32};
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+};
+
+struct CtaSim {
+  Barrier bar{kThreads};
+  WarpSim warps[kWarps];
+};
+
+thread_local CtaSim* t_cta = nullptr;
+thread_local int t_tid = 0;
+thread_local uint8_t* t_smem = nullptr;  // the CTA's shared memory: "shared addresses" are offsets into it
+
+template <typename T>
+float half_bits_to_float(uint32_t bits) {
+  if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(uint16_t(bits));
+  else return f16_to_f32(uint16_t(bits));
+}
+
+// The host's Ops. mma: each lane posts its fragments, then computes its own 4 outputs from everyone's:
+// A (16 x 16, row-major): lane 4 (r % 8) + (k % 8) / 2 holds element (r, k) in register (r >= 8) + 2 (k >= 8),
+// half k % 2; B (16 x 8): lane 4 n + (k % 8) / 2, register k >= 8, half k % 2; C: lane 4 (r % 8) + n / 2,
+// element 2 (r >= 8) + n % 2. Products are exact in float; the sum is fp32, in k order.
+struct HostOps {
+  static uint2 load8(const void* p) {
+    uint2 v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  template <typename T>
+  static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    const int lane = t_tid & 31;
+    std::memcpy(w.a[lane], a, sizeof(a));
+    w.b[lane][0] = b0;
+    w.b[lane][1] = b1;
+    w.bar.wait();
+    auto A = [&](int r, int k) {
+      const uint32_t reg = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+      return half_bits_to_float<T>(k % 2 ? reg >> 16 : reg & 0xffff);
+    };
+    auto B = [&](int k, int n) {
+      const uint32_t reg = w.b[4 * n + (k % 8) / 2][k >= 8];
+      return half_bits_to_float<T>(k % 2 ? reg >> 16 : reg & 0xffff);
+    };
+    const int g = lane >> 2, t = lane & 3;
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e >> 1), n = 2 * t + (e & 1);
+      float s = c[e];
+      for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
+      out[e] = s;
+    }
+    w.bar.wait();  // nobody posts the next fragments before everyone has read these
+    for (int e = 0; e < 4; ++e) c[e] = out[e];
+  }
+  static uint32_t shared_addr(const void* p) { return uint32_t(static_cast<const uint8_t*>(p) - t_smem); }
+  static void copy16(uint32_t smem, const void* gmem) { std::memcpy(t_smem + smem, gmem, 16); }
+  static void commit() {}
+  template <int N>
+  static void wait() {}
+  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.wait(); }
+  static void sync_cta() { t_cta->bar.wait(); }
+};
+
+template <QuantType Q, typename T>
+void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
+  const int ctas = (n + kTileRows - 1) / kTileRows;
+  for (int cta = 0; cta < ctas; ++cta) {
+    auto sim = std::make_unique<CtaSim>();
+    std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[Fmt<Q>::kSmemBytes + 16]);
+    uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_owner.get()) + 15) & ~uintptr_t(15));
+    std::vector<std::thread> threads;
+    for (int tid = 0; tid < kThreads; ++tid)
+      threads.emplace_back([&, tid] {
+        t_cta = sim.get();
+        t_tid = tid;
+        t_smem = smem;
+        if (m <= 8) gemv_cta<Q, T, 1, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);  // as the launch
+        else gemv_cta<Q, T, kMaxTiles, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
+      });
+    for (auto& th : threads) th.join();
+  }
+}
+
+template <typename T>
+void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
+  switch (q) {
+    case QuantType::kQ4_0: return emulate<QuantType::kQ4_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ4_1: return emulate<QuantType::kQ4_1>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_0: return emulate<QuantType::kQ5_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_1: return emulate<QuantType::kQ5_1>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ8_0: return emulate<QuantType::kQ8_0>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ4_K: return emulate<QuantType::kQ4_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ5_K: return emulate<QuantType::kQ5_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ6_K: return emulate<QuantType::kQ6_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kNone: break;
+  }
+}
+
+struct Shape {
+  int m, n, k;
+  bool bias;
+};
+
+// The 32-weight formats: k = 32 x odd (rows 2-byte aligned for Q4_0, Q5_0, Q8_0), a partial last slab, a
+// warp with more slabs than ring stages (k = 8192), m across the 8-token tiles, n not a multiple of 16
+// with rows both 16-byte aligned (k = 512) and not.
+const Shape kLegacyShapes[] = {{1, 16, 256, false}, {3, 37, 416, true}, {8, 20, 224, false}, {9, 16, 288, false},
+                               {32, 17, 96, true},  {2, 16, 8192, false}, {4, 21, 512, true}};
+// The k-quants: k = 256 x odd (Q6_K rows of 210 x odd bytes), 40 blocks (5 slabs a warp).
+const Shape kKShapes[] = {{1, 16, 256, false}, {5, 33, 768, true}, {8, 16, 10240, false},
+                          {17, 18, 512, false}, {32, 16, 256, true}};
+
+template <typename T>
+void check_type(QuantType q, DType dt) {
+  SCOPED_TRACE(std::string(quant_traits(q).name) + " " + std::string(dtype_name(dt)) + " " + test::seed_note());
+  test::Rng rng(uint64_t(q) * 7 + uint64_t(dt));
+  const bool kq = quant_traits(q).block_elems == 256;
+  for (const Shape& s : kq ? std::vector<Shape>(std::begin(kKShapes), std::end(kKShapes))
+                           : std::vector<Shape>(std::begin(kLegacyShapes), std::end(kLegacyShapes))) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+    const size_t row_bytes = quant_row_bytes(q, s.k);
+    std::vector<uint8_t> wq = test::random_blocks(q, rng.gen(), s.n, s.k);
+    // 16-byte aligned, readable up to the next 16-byte boundary past the last row (the kernel's PRECOND)
+    std::unique_ptr<uint8_t[]> w_owner(new uint8_t[wq.size() + 32]);
+    uint8_t* w = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(w_owner.get()) + 15) & ~uintptr_t(15));
+    std::memcpy(w, wq.data(), wq.size());
+    const test::HostArray x = test::random_array(rng, dt, size_t(s.m) * s.k);
+    const test::HostArray b = test::random_array(rng, dt, size_t(s.n), 0.1f);
+    const int ldy = s.bias ? s.n + 3 : s.n;  // a row stride past n: the gaps must stay poisoned
+    test::HostArray y(dt, size_t(s.m) * ldy);
+    std::fill(y.bytes.begin(), y.bytes.end(), uint8_t(test::kPoisonByte));
+    run_case<T>(q, reinterpret_cast<const T*>(x.bytes.data()), w, s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr,
+                reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy);
+    for (int j = 0; j < s.m; ++j)
+      for (int c = s.n; c < ldy; ++c) EXPECT_TRUE(std::isnan(y.get(size_t(j) * ldy + c))) << "gap written";
+
+    std::vector<double> wr(size_t(s.k)), mag(size_t(s.k));
+    int failures = 0;
+    double worst = 0;
+    for (int r = 0; r < s.n; ++r) {
+      test::ref_decode_row(q, w + r * row_bytes, s.k, wr.data(), mag.data());
+      for (int j = 0; j < s.m; ++j) {
+        double ref = s.bias ? b.get(size_t(r)) : 0.0, sum_mag = std::fabs(ref);
+        for (int i = 0; i < s.k; ++i) {
+          const double xv = x.get(size_t(j) * s.k + i);
+          ref += wr[size_t(i)] * xv;
+          sum_mag += mag[size_t(i)] * std::fabs(xv);
+        }
+        const double got = y.get(size_t(j) * ldy + r);
+        const double tol = test::gemv_error_bound(sum_mag, s.k, std::ldexp(1.0, -24)) +
+                           test::unit_roundoff(dt) * std::fabs(ref) + test::half_min_subnormal(dt);
+        const double err = std::fabs(got - ref);
+        worst = std::max(worst, err / tol);
+        if (!(err <= tol) && ++failures <= 5)
+          ADD_FAILURE() << "y[" << j << ", " << r << "] = " << got << ", reference " << ref << ", |err| " << err
+                        << " > tol " << tol;
+      }
+    }
+    std::printf("%s %s m=%d n=%d k=%d: max |err| / tol = %.3f\n", std::string(quant_traits(q).name).c_str(),
+                std::string(dtype_name(dt)).c_str(), s.m, s.n, s.k, worst);
+  }
+}
+
+class QuantGemvEmulation : public ::testing::TestWithParam<QuantType> {};
+
+TEST_P(QuantGemvEmulation, Bf16MatchesFloat64Reference) { check_type<bf16>(GetParam(), DType::kBF16); }
+TEST_P(QuantGemvEmulation, Fp16MatchesFloat64Reference) { check_type<f16>(GetParam(), DType::kF16); }
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, QuantGemvEmulation, ::testing::ValuesIn(test::kAllQuantTypes),
+                         [](const auto& info) { return std::string(quant_traits(info.param).name); });
+
+}  // namespace
+}  // namespace pagoda
