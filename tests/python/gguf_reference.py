@@ -153,12 +153,13 @@ class GgufLlama:
         # quantized matmul weight (and is paired with Q8_0 activations like any other).
         self.embed = _load_linear([embd])
         self.output = _load_linear([tensors["output.weight"]]) if "output.weight" in tensors else self.embed
-        self.output_norm = gguf.quants.dequantize(tensors["output_norm.weight"].data, tensors["output_norm.weight"].tensor_type)
+        norm = tensors["output_norm.weight"]
+        self.output_norm = gguf.quants.dequantize(norm.data, norm.tensor_type).astype(np.float32)
         self.vocab_size = self.output.w.shape[0]
         self.layers = []
         for i in range(self.n_layers):
             t = lambda name: tensors[f"blk.{i}.{name}.weight"]  # noqa: E731
-            norm = lambda name: gguf.quants.dequantize(t(name).data, t(name).tensor_type).astype(np.float32)  # noqa: E731
+            norm = lambda name: gguf.quants.dequantize(t(name).data, t(name).tensor_type).astype(np.float32)  # noqa
             self.layers.append(_Layer(
                 attn_norm=norm("attn_norm"),
                 qkv=_load_linear([t("attn_q"), t("attn_k"), t("attn_v")]),
@@ -243,7 +244,7 @@ class GgufLlama:
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte <-> printable-character table, inverted."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     cs = bs[:]
     n = 0
     for b in range(256):

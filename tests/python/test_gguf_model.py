@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gguf
-from gguf_reference import GgufLlama, KvCache, _load_linear, _matmul, log_softmax, quantize_q8_blocks, smollm2_gguf
+from gguf_reference import GgufLlama, _load_linear, _matmul, log_softmax, quantize_q8_blocks, smollm2_gguf
 
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # the template's default
 
@@ -77,7 +77,8 @@ def ref(gguf_path) -> GgufLlama:
 # ---- the reference on its own ----
 
 def test_reference_ids_spell_the_prompts(ref):
-    assert ref.detokenize(FRANCE_CHATML_IDS) == "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    assert (ref.detokenize(FRANCE_CHATML_IDS)
+            == "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
     assert ref.detokenize(FRANCE_CHAT_IDS) == chatml(CHATS[0])
     assert ref.detokenize(FRANCE_ANSWER_IDS) == "The capital of France is Paris.<|im_end|>"
 
@@ -143,7 +144,8 @@ def test_reference_rope_on_gguf_rows_is_hf_rope(ref):
 
     split = lambda y, heads: y.reshape(7, heads, hd).transpose(1, 0, 2)  # noqa: E731
     gguf_scores = scores(ref._rope(split(h @ wq.T, nh), pos), ref._rope(split(h @ wk.T, nkv), pos))
-    hf_scores = scores(rope_halves(split(h @ unpermute(wq, nh).T, nh)), rope_halves(split(h @ unpermute(wk, nkv).T, nkv)))
+    hf_scores = scores(rope_halves(split(h @ unpermute(wq, nh).T, nh)),
+                       rope_halves(split(h @ unpermute(wk, nkv).T, nkv)))
     np.testing.assert_allclose(gguf_scores, hf_scores, rtol=1e-4, atol=1e-4 * np.abs(hf_scores).max())
     # Without the un-permutation the two disagree: the test sees the row order.
     wrong = scores(rope_halves(split(h @ wq.T, nh)), rope_halves(split(h @ wk.T, nkv)))
@@ -179,14 +181,15 @@ def runs(gguf_path, ref) -> list[Run]:
         result.append(Run(text=text, prompt_ids=list(out.prompt_token_ids), tokens=list(c.token_ids),
                           logprobs=[{t: lp.logprob for t, lp in step.items()} for step in c.logprobs],
                           ref=log_softmax(ref.forward(seq, logits_from=start)),
-                          ref_q8=log_softmax(ref.forward(seq, KvCache(ref.n_layers), act_quant=True, logits_from=start))))
+                          ref_q8=log_softmax(ref.forward(seq, act_quant=True, logits_from=start))))
     return result
 
 
 @dataclasses.dataclass
 class Bound:
-    worst: float  # on each logprob
-    mean: float   # on the mean over all compared logprobs
+    worst: float   # on each logprob
+    mean: float    # on the mean over all compared logprobs
+    margin: float  # on the change of a difference of logprobs, logprob[argmax] - logprob[token]
 
 
 @pytest.fixture(scope="module")
@@ -195,23 +198,29 @@ def bound(runs) -> Bound:
 
     pagoda's CPU kernels, like llama.cpp's, round each activation row to int8 per block of 32 before every
     quantized matmul. That rounding is the dominant difference from the float32 reference (summation order
-    adds ~1e-6), so measure it: the distance between the top-20 logprobs of the reference run with that
-    rounding emulated and the float32 reference at the same tokens -- the very statistic the test checks on
-    pagoda -- its largest value over the 8 prompts and all steps, and its mean. On this 30-layer model the
-    rounding noise grows through the layers to a few tenths of a nat on average and ~1 nat at the worst step.
+    adds ~1e-6), so measure it on the same teacher-forced tokens, the reference with that rounding emulated
+    against the reference without: over the emulation's top-20 at every step of the 8 prompts (the very
+    entries the test checks on pagoda), the largest and the mean change of a logprob, and the largest change
+    of a logprob's distance below the float32 argmax's (what decides greedy picks; measured directly, as the
+    two logprobs' changes partly cancel). On this 30-layer model the rounding noise grows through the layers
+    to a few tenths of a nat on average and more than a nat at the worst step.
 
     The multiple 2: pagoda's rounding is the same scheme but not bit-identical in its details (SIMD paths
-    round ties to even and scale by 127/amax rather than by 1/(amax/127)). Such a variant of the emulation
-    lands as far from the emulation as both are from float32: the noise is chaotic, so pagoda's deviation is
-    a second draw of the same size, not a copy of the measured one. Its maximum and its mean varied by up to
-    a quarter between such draws; 2x leaves room for that, and is the triangle inequality's bound on the
-    distance between two draws that each sit at the measured distance from float32."""
-    worst, total, count = 0.0, 0.0, 0
+    round ties to even and scale by 127/amax rather than by 1/(amax/127)). The noise is chaotic: such a
+    variant of the emulation lands as far from the emulation as both are from float32, so pagoda's deviation
+    is a second draw of the same size, not a copy of the measured one. Between two such draws the overall
+    maximum changed by ~15%, the mean by less, and one prompt's maximum by up to 2x; 2x covers the draw's
+    fluctuation over all prompts with room, while staying the size of the effect measured."""
+    worst, total, count, margin = 0.0, 0.0, 0, 0.0
     for r in runs:
         top = np.argsort(-r.ref_q8, axis=-1)[:, :TOP]
         dev = np.abs(np.take_along_axis(r.ref_q8, top, 1) - np.take_along_axis(r.ref, top, 1))
         worst, total, count = max(worst, float(dev.max())), total + float(dev.sum()), count + dev.size
-    return Bound(worst=2.0 * worst, mean=2.0 * total / count)
+        best = np.argmax(r.ref, axis=-1)[:, None]
+        toks = np.concatenate([top, np.argsort(-r.ref, axis=-1)[:, :TOP]], axis=1)
+        below = lambda ls: np.take_along_axis(ls, best, 1) - np.take_along_axis(ls, toks, 1)  # noqa: E731
+        margin = max(margin, float(np.abs(below(r.ref_q8) - below(r.ref)).max()))
+    return Bound(worst=2.0 * worst, mean=2.0 * total / count, margin=2.0 * margin)
 
 
 def test_pagoda_prompt_tokens(runs, ref):
@@ -230,31 +239,34 @@ def test_pagoda_logprobs_within_bound(runs, bound, ref):
             for tok, lp in got.items():
                 err = abs(lp - want[tok])
                 worst, total, count = max(worst, err), total + err, count + 1
-                assert err <= bound.worst, (f"prompt {i} step {step} token {tok} ({ref.detokenize([tok])!r}): pagoda "
-                                      f"{lp:.4f}, reference {want[tok]:.4f}, bound {bound.worst:.4f}")
-            # A token the reference puts more than `bound.worst` above pagoda's lowest reported logprob would have a
-            # pagoda logprob above that lowest one (if within the bound), so it must be among pagoda's top.
+                assert err <= bound.worst, (f"prompt {i} step {step} token {tok} ({ref.detokenize([tok])!r}): "
+                                            f"pagoda {lp:.4f}, reference {want[tok]:.4f}, bound {bound.worst:.4f}")
+            # A token the reference puts more than `bound.worst` above pagoda's lowest reported logprob would
+            # have a pagoda logprob above that lowest one (if within the bound), so it must be in pagoda's top.
             floor = min(got.values())
             missing = [t for t in np.flatnonzero(want > floor + bound.worst) if t not in got]
             assert not missing, f"prompt {i} step {step}: tokens {missing} missing from pagoda's top {TOP}"
     print(f"pagoda vs float32 reference: |logprob diff| max {worst:.4f} (bound {bound.worst:.4f}), "
           f"mean {total / count:.4f} (bound {bound.mean:.4f})")
-    # The mean, over a few thousand entries, is a steadier statistic than the maximum: it catches an error
-    # spread thinly over every step (a slightly wrong norm, RoPE base or scale) that stays under `worst`.
+    # The mean, over 5120 entries, is a steadier statistic than the maximum: it catches an error spread
+    # thinly over every step (a slightly wrong norm, RoPE base or scale) that stays under `worst`.
     assert total / count <= bound.mean
 
 
 def test_pagoda_greedy_equals_reference_where_confident(runs, bound, ref):
-    # Each logprob within `bound.worst` moves the top-2 difference by at most 2 * bound.worst, so wherever the reference's
-    # margin is larger pagoda must pick the reference's argmax. Teacher-forced, every step is checked; in
-    # particular pagoda's greedy text equals the reference's own up to the first step of lower margin.
-    checked = 0
+    # Where the reference's argmax leads every other token by more than `bound.margin`, pagoda must pick it.
+    # Teacher-forced, every step is checked; in particular pagoda's greedy text equals the reference's own up
+    # to the first step with a smaller lead.
     for i, r in enumerate(runs):
         top2 = np.sort(r.ref, axis=-1)[:, -2:]
+        lead = top2[:, 1] - top2[:, 0]
+        checked = 0
         for step, tok in enumerate(r.tokens):
-            if top2[step, 1] - top2[step, 0] > 2 * bound.worst:
+            if lead[step] > bound.margin:
                 want = int(np.argmax(r.ref[step]))
                 assert tok == want, (f"prompt {i} step {step}: pagoda {tok} ({ref.detokenize([tok])!r}), reference "
-                                     f"{want} ({ref.detokenize([want])!r}), margin {top2[step, 1] - top2[step, 0]:.3f}")
+                                     f"{want} ({ref.detokenize([want])!r}), lead {lead[step]:.3f}, "
+                                     f"bound {bound.margin:.3f}")
                 checked += 1
-    assert checked >= len(runs) * STEPS // 4, f"only {checked} steps had a margin above {2 * bound.worst:.3f}"
+        # Not vacuous: each prompt has steps the bound decides.
+        assert checked > 0, f"prompt {i}: no step leads by more than {bound.margin:.3f}"
