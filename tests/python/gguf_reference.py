@@ -11,8 +11,9 @@ output projection is the tied token embedding.
 `act_quant=True` emulates what llama.cpp does before every matmul with a quantized weight (and what
 pagoda's CPU kernels do, following it): the activation row is quantized per block of 32 to int8 with one
 fp16 scale (Q8_0; Q8_1 for Q4_1/Q5_1 weights, which also stores the block's scaled sum in fp16 to apply the
-weight block's min). Tests use the float32 reference against itself with and without it to measure how far
-that rounding moves the logits, and derive their tolerance for pagoda from that.
+weight block's min). `kv_bf16=True` rounds keys (after RoPE) and values to bfloat16, as a KV cache of that
+dtype stores them. Tests run the float32 reference against itself with and without these roundings to
+measure how far they move the logits, and derive their tolerance for pagoda from that.
 
 The token ids are the caller's; `detokenize` turns ids back into text through the GGUF vocabulary (GPT-2
 byte-level pieces) so tests can check hard-coded ids against the text they stand for.
@@ -99,6 +100,13 @@ def _matmul(x: np.ndarray, lin: _Linear, act_quant: bool) -> np.ndarray:
     return y
 
 
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bfloat16 (ties to even) -> float32. PRECOND: x finite."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
 def _rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps)) * w
 
@@ -183,9 +191,11 @@ class GgufLlama:
         out[..., 1::2] = x0 * sin + x1 * cos
         return out
 
-    def forward(self, ids, cache: KvCache | None = None, act_quant: bool = False, logits_from: int = 0) -> np.ndarray:
+    def forward(self, ids, cache: KvCache | None = None, act_quant: bool = False, kv_bf16: bool = False,
+                logits_from: int = 0) -> np.ndarray:
         """Runs the tokens `ids` after the positions already in `cache` (appending to it) and returns the
-        float32 logits [len(ids) - logits_from, vocab] of the positions from logits_from on."""
+        float32 logits [len(ids) - logits_from, vocab] of the positions from logits_from on. A cache is run
+        with one kv_bf16 setting throughout."""
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
         cache = cache if cache is not None else KvCache(self.n_layers)
@@ -205,6 +215,8 @@ class GgufLlama:
             k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd).transpose(1, 0, 2)
             v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd).transpose(1, 0, 2)
             q, k = self._rope(q, positions), self._rope(k, positions)
+            if kv_bf16:
+                k, v = round_bf16(k), round_bf16(v)
             if cache.k[li] is not None:
                 k = np.concatenate([cache.k[li], k], axis=1)
                 v = np.concatenate([cache.v[li], v], axis=1)
@@ -223,10 +235,11 @@ class GgufLlama:
         h = _rms_norm(x[logits_from:], self.output_norm, self.eps)
         return _matmul(h, self.output, act_quant)
 
-    def greedy(self, prompt_ids, max_tokens: int, act_quant: bool = False, stop_at_eos: bool = True):
+    def greedy(self, prompt_ids, max_tokens: int, act_quant: bool = False, kv_bf16: bool = False,
+               stop_at_eos: bool = True):
         """Greedy continuation: (token ids, logits [steps, vocab] of each step)."""
         cache = KvCache(self.n_layers)
-        logits = self.forward(prompt_ids, cache, act_quant, logits_from=len(prompt_ids) - 1)
+        logits = self.forward(prompt_ids, cache, act_quant, kv_bf16, logits_from=len(prompt_ids) - 1)
         out, steps = [], []
         for _ in range(max_tokens):
             steps.append(logits[-1])
@@ -234,7 +247,7 @@ class GgufLlama:
             out.append(tok)
             if stop_at_eos and tok == self.eos_token_id:
                 break
-            logits = self.forward([tok], cache, act_quant)
+            logits = self.forward([tok], cache, act_quant, kv_bf16)
         return out, np.stack(steps)
 
     def detokenize(self, ids) -> str:

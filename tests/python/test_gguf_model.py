@@ -2,7 +2,7 @@
 dequantizes the same file (gguf_reference.py): the reference on its own (its ids, its answer to a chat, its
 emulation of ggml's activation quantization, its RoPE layout), then pagoda's greedy tokens and top-20
 logprobs on 8 prompts, teacher-forced, within a bound derived from what the activation quantization pagoda
-shares with llama.cpp does to the reference's logits."""
+shares with llama.cpp (and its bfloat16 KV cache) does to the reference's logits."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gguf
-from gguf_reference import GgufLlama, _load_linear, _matmul, log_softmax, quantize_q8_blocks, smollm2_gguf
+from gguf_reference import GgufLlama, _load_linear, _matmul, log_softmax, quantize_q8_blocks, round_bf16, smollm2_gguf
 
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # the template's default
 
@@ -119,6 +119,17 @@ def test_activation_quantization_is_ggml_block_arithmetic(ref):
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max() * 10, name
 
 
+def test_bf16_rounding():
+    # Round to nearest, ties to even, on bfloat16's 8-bit significand, against float64 arithmetic.
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.standard_normal(1000) * 10.0 ** rng.integers(-30, 30, 1000),
+                        [1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8)]]).astype(np.float32)
+    got = round_bf16(x).astype(np.float64)
+    ulp = np.ldexp(1.0, np.frexp(x.astype(np.float64))[1] - 8)  # 2^(e - 8) for x = m 2^e, 1/2 <= |m| < 1
+    np.testing.assert_array_equal(got, np.round(x / ulp) * ulp)  # x / ulp is exact; np.round ties to even
+    assert list(got[-3:]) == [1.0, 1 + 2**-6, -1.0]
+
+
 def test_reference_rope_on_gguf_rows_is_hf_rope(ref):
     """llama.cpp's converter permuted each head's q/k rows from HF's order (RoPE on halves x[i], x[i + d/2]) to
     adjacent pairs (x[2i], x[2i+1]). Un-permuting the rows and rotating halves gives the same attention scores
@@ -161,14 +172,15 @@ class Run:
     tokens: list[int]      # pagoda's greedy tokens
     logprobs: list[dict]   # per step: token id -> pagoda's logprob (its top TOP)
     ref: np.ndarray        # [STEPS, vocab] float32 reference log-softmax, teacher-forced on pagoda's tokens
-    ref_q8: np.ndarray     # the same with ggml's activation quantization emulated
+    ref_emul: np.ndarray   # the same with pagoda's roundings emulated: int8 activation blocks, bf16 K/V
 
 
 @pytest.fixture(scope="module")
 def runs(gguf_path, ref) -> list[Run]:
     from pagoda import LLM, SamplingParams
 
-    llm = LLM(model=str(gguf_path))
+    # The KV cache dtype named, as the reference emulates it (it is also what "auto" picks for this model).
+    llm = LLM(model=str(gguf_path), kv_cache_dtype="bfloat16")
     params = SamplingParams(temperature=0, max_tokens=STEPS, logprobs=TOP, ignore_eos=True)
     outs = llm.generate(PLAIN_PROMPTS, params, use_tqdm=False) + llm.chat(CHATS, params, use_tqdm=False)
     texts = PLAIN_PROMPTS + [chatml(c) for c in CHATS]
@@ -181,7 +193,7 @@ def runs(gguf_path, ref) -> list[Run]:
         result.append(Run(text=text, prompt_ids=list(out.prompt_token_ids), tokens=list(c.token_ids),
                           logprobs=[{t: lp.logprob for t, lp in step.items()} for step in c.logprobs],
                           ref=log_softmax(ref.forward(seq, logits_from=start)),
-                          ref_q8=log_softmax(ref.forward(seq, act_quant=True, logits_from=start))))
+                          ref_emul=log_softmax(ref.forward(seq, act_quant=True, kv_bf16=True, logits_from=start))))
     return result
 
 
@@ -196,30 +208,31 @@ class Bound:
 def bound(runs) -> Bound:
     """How far pagoda's logprobs may be from the float32 reference's, derived from the reference itself.
 
-    pagoda's CPU kernels, like llama.cpp's, round each activation row to int8 per block of 32 before every
-    quantized matmul. That rounding is the dominant difference from the float32 reference (summation order
-    adds ~1e-6), so measure it on the same teacher-forced tokens, the reference with that rounding emulated
-    against the reference without: over the emulation's top-20 at every step of the 8 prompts (the very
-    entries the test checks on pagoda), the largest and the mean change of a logprob, and the largest change
-    of a logprob's distance below the float32 argmax's (what decides greedy picks; measured directly, as the
-    two logprobs' changes partly cancel). On this 30-layer model the rounding noise grows through the layers
-    to a few tenths of a nat on average and more than a nat at the worst step.
+    pagoda's CPU path differs from float32 arithmetic by two roundings: its kernels, like llama.cpp's, round
+    each activation row to int8 per block of 32 before every quantized matmul, and its KV cache stores keys
+    and values in bfloat16. The rest (float32 everywhere else, another summation order) adds ~1e-6. So
+    measure those roundings, emulated in the reference, on the same teacher-forced tokens against the
+    reference without them: over the emulation's top-20 at every step of the 8 prompts (the very entries the
+    test checks on pagoda), the largest and the mean change of a logprob, and the largest change of a
+    logprob's distance below the float32 argmax's (what decides greedy picks; measured directly, as the two
+    logprobs' changes partly cancel). On this 30-layer model the noise grows through the layers to about a
+    tenth of a nat on average and more than a nat at the worst step; the int8 rounding is most of it.
 
-    The multiple 2: pagoda's rounding is the same scheme but not bit-identical in its details (SIMD paths
-    round ties to even and scale by 127/amax rather than by 1/(amax/127)). The noise is chaotic: such a
+    The multiple 2: pagoda's roundings are the same schemes but not bit-identical in their details (SIMD
+    paths round ties to even and scale by 127/amax rather than by 1/(amax/127)). The noise is chaotic: such a
     variant of the emulation lands as far from the emulation as both are from float32, so pagoda's deviation
     is a second draw of the same size, not a copy of the measured one. Between two such draws the overall
     maximum changed by ~15%, the mean by less, and one prompt's maximum by up to 2x; 2x covers the draw's
     fluctuation over all prompts with room, while staying the size of the effect measured."""
     worst, total, count, margin = 0.0, 0.0, 0, 0.0
     for r in runs:
-        top = np.argsort(-r.ref_q8, axis=-1)[:, :TOP]
-        dev = np.abs(np.take_along_axis(r.ref_q8, top, 1) - np.take_along_axis(r.ref, top, 1))
+        top = np.argsort(-r.ref_emul, axis=-1)[:, :TOP]
+        dev = np.abs(np.take_along_axis(r.ref_emul, top, 1) - np.take_along_axis(r.ref, top, 1))
         worst, total, count = max(worst, float(dev.max())), total + float(dev.sum()), count + dev.size
         best = np.argmax(r.ref, axis=-1)[:, None]
         toks = np.concatenate([top, np.argsort(-r.ref, axis=-1)[:, :TOP]], axis=1)
         below = lambda ls: np.take_along_axis(ls, best, 1) - np.take_along_axis(ls, toks, 1)  # noqa: E731
-        margin = max(margin, float(np.abs(below(r.ref_q8) - below(r.ref)).max()))
+        margin = max(margin, float(np.abs(below(r.ref_emul) - below(r.ref)).max()))
     return Bound(worst=2.0 * worst, mean=2.0 * total / count, margin=2.0 * margin)
 
 
