@@ -25,6 +25,10 @@ FRANCE_CHAT_IDS = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 
                    19712, 8182, 2, 198, *FRANCE_CHATML_IDS]
 # "The capital of France is Paris.<|im_end|>"
 FRANCE_ANSWER_IDS = [504, 3575, 282, 4649, 314, 7042, 30, 2]
+# `pagoda generate`'s default question, "What is the capital of Japan?", as the template renders it, and the
+# answer "The capital of Japan is Tokyo.<|im_end|>".
+JAPAN_CHAT_IDS = [*FRANCE_CHAT_IDS[:29], 3085, *FRANCE_CHAT_IDS[30:]]
+JAPAN_ANSWER_IDS = [504, 3575, 282, 3085, 314, 19081, 30, 2]
 
 PARAGRAPH = (
     "Photosynthesis is the process by which green plants, algae and some bacteria turn light into chemical energy. "
@@ -81,6 +85,8 @@ def test_reference_ids_spell_the_prompts(ref):
             == "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
     assert ref.detokenize(FRANCE_CHAT_IDS) == chatml(CHATS[0])
     assert ref.detokenize(FRANCE_ANSWER_IDS) == "The capital of France is Paris.<|im_end|>"
+    assert ref.detokenize(JAPAN_CHAT_IDS) == chatml([{"role": "user", "content": "What is the capital of Japan?"}])
+    assert ref.detokenize(JAPAN_ANSWER_IDS) == "The capital of Japan is Tokyo.<|im_end|>"
 
 
 def test_reference_answers_the_chat(ref):
@@ -88,6 +94,12 @@ def test_reference_answers_the_chat(ref):
     for prompt in (FRANCE_CHATML_IDS, FRANCE_CHAT_IDS):
         tokens, _ = ref.greedy(prompt, 16)
         assert tokens == FRANCE_ANSWER_IDS, ref.detokenize(tokens)
+    # With the system turn, "The" leads the runner-up "L" by only 0.08 nats at the first step, and pagoda's
+    # roundings (like llama.cpp's) flip it into "L'Étoile, la ...". The default question is one whose answer
+    # every step leads by at least 0.85 nats, in float32 and with those roundings alike.
+    for act_quant in (False, True):
+        tokens, _ = ref.greedy(JAPAN_CHAT_IDS, 16, act_quant=act_quant, kv_bf16=act_quant)
+        assert tokens == JAPAN_ANSWER_IDS, ref.detokenize(tokens)
 
 
 def test_activation_quantization_is_ggml_block_arithmetic(ref):
@@ -221,9 +233,10 @@ def bound(runs) -> Bound:
     The multiple 2: pagoda's roundings are the same schemes but not bit-identical in their details (SIMD
     paths round ties to even and scale by 127/amax rather than by 1/(amax/127)). The noise is chaotic: such a
     variant of the emulation lands as far from the emulation as both are from float32, so pagoda's deviation
-    is a second draw of the same size, not a copy of the measured one. Between two such draws the overall
-    maximum changed by ~15%, the mean by less, and one prompt's maximum by up to 2x; 2x covers the draw's
-    fluctuation over all prompts with room, while staying the size of the effect measured."""
+    is a second draw of the same size, not a copy of the measured one. Between such draws the maximum over
+    all prompts varied by up to a third, the mean by a few percent, one prompt's maximum by up to 2x; 2x
+    covers the draw's fluctuation over all prompts with room, while staying the size of the effect measured
+    (a wrong RoPE base already moves the worst logprob by ~5 nats and the mean by ~0.5)."""
     worst, total, count, margin = 0.0, 0.0, 0, 0.0
     for r in runs:
         top = np.argsort(-r.ref_emul, axis=-1)[:, :TOP]
