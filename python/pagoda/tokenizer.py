@@ -48,8 +48,12 @@ class Tokenizer:
 
     @classmethod
     def from_pretrained(cls, path: Union[str, os.PathLike]) -> "Tokenizer":
-        """Loads a tokenizer.json, or the folder that holds one (with its tokenizer_config.json)."""
-        return cls(_core.Tokenizer.from_file(os.fspath(path)))
+        """Loads a tokenizer.json, or the folder that holds one (with its tokenizer_config.json), or the
+        tokenizer of a GGUF file (its tokenizer.ggml.* metadata)."""
+        path = os.fspath(path)
+        if os.path.isfile(path) and path.endswith(".gguf"):
+            return cls(_core.tokenizer_from_gguf(path))
+        return cls(_core.Tokenizer.from_file(path))
 
     def encode(self, text: str, add_special_tokens: bool = True, **kwargs: Any) -> List[int]:
         return self._t.encode(text, add_special_tokens)

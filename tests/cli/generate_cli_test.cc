@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "pagoda/model/builtin_models.h"
 
 namespace pagoda {
 namespace {
@@ -109,13 +110,47 @@ TEST(GenerateCli, StopStringsAndMaxTokens) {
 }
 
 TEST(GenerateCli, DummyTinyMainJob) {
-  auto r = run_pagoda("generate --max-tokens 8");
+  auto r = run_pagoda("generate --model dummy:tiny --max-tokens 8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, testing::HasSubstr("model=dummy:tiny, architecture=Qwen3ForCausalLM"));
   EXPECT_THAT(r.err, testing::HasSubstr("generated tokens: 8"));
-  r = run_pagoda("generate --max-tokens 3 --output-json --prompt 'hi'");
+  r = run_pagoda("generate --model dummy:tiny --max-tokens 3 --output-json --prompt 'hi'");
   Json j = Json::parse(r.out);
   EXPECT_EQ(j["prompt_token_ids"], Json::parse("[1, 107, 108]"));  // <s>, then the bytes 'h' 'i' (+3)
+}
+
+// The default model is the built-in SmolLM2-135M-Instruct (Q4_1 GGUF): with no --model and no prompt it is
+// asked a question as a chat. Its greedy answer was checked against llama.cpp on the same file and against
+// tests/python/gguf_reference.py (float32 and with pagoda's roundings emulated), whose every step leads by
+// more than 0.85 nats: "The capital of Japan is Tokyo." then <|im_end|>.
+TEST(GenerateCli, BuiltinModelAnswersAsAChat) {
+  if (!std::filesystem::exists(model_cache_dir() / kDefaultModelFile))
+    GTEST_SKIP() << "the built-in model is not in the model cache: run scripts/fetch-models.sh";
+  auto r = run_pagoda("generate --temperature 0 --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("SmolLM2-135M-Instruct.Q4_1.gguf, architecture=LlamaForCausalLM"));
+  Json j = Json::parse(r.out);
+  // The chat template's system turn, then the question, then the assistant's turn (ids of SmolLM2's vocabulary).
+  EXPECT_EQ(j["prompt_token_ids"], Json::parse("[1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, "
+                                               "7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, "
+                                               "3085, 47, 2, 198, 1, 520, 9531, 198]"));
+  EXPECT_EQ(j["token_ids"], Json::parse("[504, 3575, 282, 3085, 314, 19081, 30, 2]"));
+  EXPECT_EQ(j["text"], "The capital of Japan is Tokyo.");
+  EXPECT_EQ(j["finish_reason"], "stop");
+  // --no-chat sends the text as it is; --chat with token ids is refused.
+  r = run_pagoda("generate --no-chat --prompt 'The capital of Japan is' --temperature 0 --max-tokens 2 --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["prompt_token_ids"], Json::parse("[504, 3575, 282, 3085, 314]"));
+  r = run_pagoda("generate --chat --prompt-token-ids 1,2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("--chat renders a text prompt"));
+}
+
+TEST(GenerateCli, MissingBuiltinModelSaysHowToFetchIt) {
+  auto r = run_pagoda("generate --max-tokens 1", "PAGODA_MODEL_CACHE=/nonexistent/pagoda-models ");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("the built-in model smollm2:135m is not downloaded"));
+  EXPECT_THAT(r.err, testing::HasSubstr("scripts/fetch-models.sh"));
 }
 
 TEST(GenerateCli, Errors) {
@@ -126,7 +161,7 @@ TEST(GenerateCli, Errors) {
   r = run_pagoda("generate --prompt-token-ids 1,x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, testing::HasSubstr("invalid token id 'x'"));
-  r = run_pagoda("generate --prompt-token-ids 100000 --max-tokens 1");
+  r = run_pagoda("generate --model dummy:tiny --prompt-token-ids 100000 --max-tokens 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("outside the vocabulary"));
   r = run_pagoda("generate --model " + data + "/models/stories260K/hf --prompt-file /nonexistent.txt");
@@ -143,7 +178,7 @@ TEST(GenerateCli, Errors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("CPU_ATTN does not support turboquant_k8v4 kv-cache."));
   // dummy:tiny has 4 layers, all of them boundary layers: it runs with an uncompressed cache.
-  r = run_pagoda("generate --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
+  r = run_pagoda("generate --model dummy:tiny --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = run_pagoda("generate --device cuda --max-tokens 1");
   EXPECT_NE(r.exit_code, 0);
@@ -180,11 +215,11 @@ namespace pagoda {
 namespace {
 
 TEST(BenchCli, LatencyAndThroughputRunAndReport) {
-  auto r = test::run_pagoda("bench latency --batch-size 3 --input-len 8 --output-len 6 --num-iters 2 --num-iters-warmup 1");
+  auto r = test::run_pagoda("bench latency --model dummy:tiny --batch-size 3 --input-len 8 --output-len 6 --num-iters 2 --num-iters-warmup 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, testing::HasSubstr("model dummy:tiny  batch 3  input 8  output 6"));
   EXPECT_THAT(r.out, testing::ContainsRegex("output tokens/s: [0-9]"));
-  r = test::run_pagoda("bench throughput --num-prompts 12 --input-len 9 --output-len 5 --random-range-ratio 0.5");
+  r = test::run_pagoda("bench throughput --model dummy:tiny --num-prompts 12 --input-len 9 --output-len 5 --random-range-ratio 0.5");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, testing::HasSubstr("requests 12"));
   EXPECT_THAT(r.out, testing::ContainsRegex("Throughput: [0-9.]+ requests/s"));

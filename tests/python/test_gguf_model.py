@@ -69,7 +69,7 @@ def chatml(messages: list[dict]) -> str:
 def gguf_path():
     path = smollm2_gguf()
     if path is None:
-        pytest.skip("the SmolLM2-135M-Instruct Q4_1 GGUF file is not there: set PAGODA_SMOLLM2_GGUF to its path")
+        pytest.skip("the built-in model's file is not in pagoda's model cache: run scripts/fetch-models.sh")
     return path
 
 

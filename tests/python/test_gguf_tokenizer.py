@@ -26,11 +26,10 @@ from conftest import DATA
 
 
 def smollm2_path() -> pathlib.Path:
-    # TODO(lead): builtin_model_file() once install-deps places the file in the model cache.
-    path = os.environ.get("PAGODA_SMOLLM2_GGUF", "")
-    if not path or not os.path.isfile(path):
-        pytest.skip("SmolLM2-135M-Instruct.Q4_1.gguf not found (set PAGODA_SMOLLM2_GGUF to the file)")
-    return pathlib.Path(path)
+    try:
+        return pathlib.Path(_core.builtin_model_file("smollm2:135m"))
+    except ValueError as e:  # not fetched: scripts/fetch-models.sh (install-deps runs it)
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +58,8 @@ def vocab() -> dict:
 
 
 @pytest.fixture(scope="module")
-def pagoda_tokenizer(vocab):
-    # TODO(lead): the GGUF model's tokenizer (LLM(model=...).get_tokenizer()) once GGUF models load.
-    return _core._tokenizer_from_gguf_vocab(label=str(smollm2_path()), **vocab)
+def pagoda_tokenizer():
+    return _core.tokenizer_from_gguf(str(smollm2_path()))
 
 
 @pytest.fixture(scope="module")

@@ -128,12 +128,14 @@ TEST(ServeCli, SigtermDuringAStreamExitsCleanly) {
   EXPECT_THAT(p.log(), testing::HasSubstr("Received SIGTERM"));
 }
 
-TEST(ServeCli, NoModel) {
+// With no model, serve takes the built-in one; when it is not fetched, one line says how to fetch it.
+TEST(ServeCli, NoModelServesTheBuiltinOne) {
   std::string out = "/tmp/pagoda_serve_nomodel_" + std::to_string(::getpid());
-  int st = std::system(("'" + pagoda_bin() + "' serve --port 0 >" + out + " 2>&1 </dev/null").c_str());
+  int st = std::system(("PAGODA_MODEL_CACHE=/nonexistent/pagoda-models '" + pagoda_bin() + "' serve --port 0 >" + out +
+                        " 2>&1 </dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(st), 2);
-  EXPECT_THAT(slurp(out), testing::HasSubstr("No model specified! Please specify model either as a positional argument "
-                                             "or in a config file."));
+  EXPECT_THAT(slurp(out), testing::HasSubstr("No model given: serving the built-in smollm2:135m"));
+  EXPECT_THAT(slurp(out), testing::HasSubstr("the built-in model smollm2:135m is not downloaded"));
   std::remove(out.c_str());
 }
 

@@ -22,6 +22,8 @@
 #include "pagoda/config/attention_config.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/model/builtin_models.h"
+#include "pagoda/model/gguf_model.h"
 #include "pagoda/ops/quant/quant.h"
 #include "pagoda/python/offline_llm.h"
 #include "pagoda/tokenizer/gguf_vocab.h"
@@ -304,30 +306,23 @@ PYBIND11_MODULE(_core, m) {
       .def("id_to_token", &Tokenizer::id_to_token, py::arg("id"))
       .def("is_special", &Tokenizer::is_special, py::arg("id"));
 
-  // A tokenizer from GGUF vocabulary metadata that the caller read (tests/python/test_gguf_tokenizer.py
-  // reads it with gguf-py), until a GGUF model's tokenizer is reachable through the engine. Token strings
-  // may be bytes or str.
+  // The tokenizer of a GGUF file (tokenizer.ggml.* metadata), as the engine builds it for a GGUF model.
   m.def(
-      "_tokenizer_from_gguf_vocab",
-      [](std::string model, std::string pre, std::vector<std::string> tokens, std::vector<float> scores,
-         std::vector<int32_t> token_types, std::vector<std::string> merges, std::optional<int> bos_id,
-         std::optional<int> eos_id, std::optional<int> unk_id, std::optional<int> pad_id, std::optional<int> eot_id,
-         std::optional<bool> add_bos, std::optional<bool> add_eos, std::optional<bool> add_space_prefix,
-         std::string chat_template, std::string label) {
-        GgufVocab v{.model = std::move(model), .pre = std::move(pre), .tokens = std::move(tokens),
-                    .scores = std::move(scores), .token_types = std::move(token_types), .merges = std::move(merges),
-                    .bos_id = bos_id, .eos_id = eos_id, .unk_id = unk_id, .pad_id = pad_id, .eot_id = eot_id,
-                    .add_bos = add_bos, .add_eos = add_eos, .add_space_prefix = add_space_prefix,
-                    .chat_template = std::move(chat_template), .label = std::move(label)};
+      "tokenizer_from_gguf",
+      [](const std::string& path) {
         py::gil_scoped_release release;
-        return tokenizer_from_gguf_vocab(v);
+        auto file = GgufFile::open(path);
+        std::optional<GgufVocab> vocab = read_gguf_vocab(*file);
+        if (!vocab) throw_config_error("GGUF file '", path, "' has no tokenizer (no tokenizer.ggml.tokens)");
+        return tokenizer_from_gguf_vocab(*vocab);
       },
-      py::kw_only(), py::arg("model"), py::arg("pre") = "", py::arg("tokens"),
-      py::arg("scores") = std::vector<float>{}, py::arg("token_types") = std::vector<int32_t>{},
-      py::arg("merges") = std::vector<std::string>{}, py::arg("bos_id") = py::none(), py::arg("eos_id") = py::none(),
-      py::arg("unk_id") = py::none(), py::arg("pad_id") = py::none(), py::arg("eot_id") = py::none(),
-      py::arg("add_bos") = py::none(), py::arg("add_eos") = py::none(), py::arg("add_space_prefix") = py::none(),
-      py::arg("chat_template") = "", py::arg("label") = "");
+      py::arg("path"));
+  // The file of a built-in real model (smollm2:135m) in pagoda's model cache; ValueError with the command
+  // that fetches it when it is missing.
+  m.def("builtin_model_file", [](const std::string& name) {
+    if (!is_builtin_real_model(name)) throw_config_error("'", name, "' is not a built-in model (", kDefaultModel, ")");
+    return builtin_model_file(name).string();
+  }, py::arg("name") = std::string(kDefaultModel));
 
   py::class_<OfflineLlm>(m, "Engine")
       .def(py::init([](const OfflineEngineArgs& args) {
