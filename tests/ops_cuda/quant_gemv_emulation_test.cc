@@ -5,6 +5,7 @@
 // without a GPU; the GPU test (quant_gemv_test.cc) runs the compiled kernel.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,16 @@ thread_local CtaSim* t_cta = nullptr;
 thread_local int t_tid = 0;
 thread_local uint8_t* t_smem = nullptr;  // the CTA's shared memory: "shared addresses" are offsets into it
 
+// W's bytes: a global read outside them (the device's out-of-bounds access) counts in g_w_overreads.
+const uint8_t* g_w_begin = nullptr;
+const uint8_t* g_w_end = nullptr;
+std::atomic<int> g_w_overreads{0};
+
+void check_w_read(const void* p, size_t bytes) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  if (b < g_w_begin || b + bytes > g_w_end) ++g_w_overreads;
+}
+
 template <typename T>
 float half_bits_to_float(uint32_t bits) {
   if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(uint16_t(bits));
@@ -101,7 +112,16 @@ struct HostOps {
     for (int e = 0; e < 4; ++e) c[e] = out[e];
   }
   static uint32_t shared_addr(const void* p) { return uint32_t(static_cast<const uint8_t*>(p) - t_smem); }
-  static void copy16(uint32_t smem, const void* gmem) { std::memcpy(t_smem + smem, gmem, 16); }
+  static void copy16(uint32_t smem, const void* gmem) {
+    check_w_read(gmem, 16);
+    std::memcpy(t_smem + smem, gmem, 16);
+  }
+  static void copy16_upto(uint32_t smem, const void* gmem, uint32_t bytes) {
+    EXPECT_TRUE(bytes >= 1 && bytes <= 16) << bytes;
+    check_w_read(gmem, bytes);
+    std::memcpy(t_smem + smem, gmem, bytes);
+    std::memset(t_smem + smem + bytes, 0, 16 - bytes);
+  }
   static void commit() {}
   template <int N>
   static void wait() {}
@@ -168,10 +188,11 @@ void check_type(QuantType q, DType dt) {
     SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
     const size_t row_bytes = quant_row_bytes(q, s.k);
     std::vector<uint8_t> wq = test::random_blocks(q, rng.gen(), s.n, s.k);
-    // 16-byte aligned, readable up to the next 16-byte boundary past the last row (the kernel's PRECOND)
-    std::unique_ptr<uint8_t[]> w_owner(new uint8_t[wq.size() + 32]);
+    // 16-byte aligned (the kernel's PRECOND); no read may pass its last byte (checked by HostOps)
+    std::unique_ptr<uint8_t[]> w_owner(new uint8_t[wq.size() + 16]);
     uint8_t* w = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(w_owner.get()) + 15) & ~uintptr_t(15));
     std::memcpy(w, wq.data(), wq.size());
+    g_w_begin = w, g_w_end = w + wq.size(), g_w_overreads = 0;
     const test::HostArray x = test::random_array(rng, dt, size_t(s.m) * s.k);
     const test::HostArray b = test::random_array(rng, dt, size_t(s.n), 0.1f);
     const int ldy = s.bias ? s.n + 3 : s.n;  // a row stride past n: the gaps must stay poisoned
@@ -181,6 +202,7 @@ void check_type(QuantType q, DType dt) {
                 reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy);
     for (int j = 0; j < s.m; ++j)
       for (int c = s.n; c < ldy; ++c) EXPECT_TRUE(std::isnan(y.get(size_t(j) * ldy + c))) << "gap written";
+    EXPECT_EQ(g_w_overreads.load(), 0) << "copies of W read outside its bytes";
 
     std::vector<double> wr(size_t(s.k)), mag(size_t(s.k));
     int failures = 0;

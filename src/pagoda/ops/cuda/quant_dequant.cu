@@ -34,8 +34,12 @@ __global__ void __launch_bounds__(kThreads)
       return;
     }
   }
+  // The row size from constants only: a runtime call of quant_traits() (so quant_row_bytes()) in device
+  // code is compiled as unreachable (its std::string_view of a literal is host-only code), and nvcc then
+  // dropped this whole path: every thread took the bad-id branch, *error_flag = 1 even without ids.
+  constexpr int64_t kBlockBytes = quant_traits(Q).block_bytes, kBlockElems = quant_traits(Q).block_elems;
   float v[32];
-  quant_decode::dequant_unit<Q>(w + src * int64_t(quant_row_bytes(Q, cols)), u, v);
+  quant_decode::dequant_unit<Q>(w + src * (cols / kBlockElems * kBlockBytes), u, v);
 #pragma unroll
   for (int c = 0; c < 32; c += kVec) {
     float f[kVec];

@@ -25,9 +25,7 @@ inline constexpr int kQuantGemvMaxRows = 32;
 
 struct QuantGemvParams {
   const void* x = nullptr;     // [m, k] row-major activations, dtype; 8-byte aligned
-  // [n, k]: n rows of quant_row_bytes(type, k) bytes, rows contiguous; 16-byte aligned, and readable up to
-  // the next 16-byte boundary past the last row (any cudaMalloc'd buffer is).
-  const void* w = nullptr;
+  const void* w = nullptr;     // [n, k]: n rows of quant_row_bytes(type, k) bytes, contiguous; 16-byte aligned
   QuantType type = QuantType::kNone;
   const void* bias = nullptr;  // [n] in dtype, or nullptr
   void* y = nullptr;           // [m, n] with row stride ldy, dtype; must not overlap x or w

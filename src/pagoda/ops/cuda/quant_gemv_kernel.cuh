@@ -220,6 +220,10 @@ struct DeviceOps {
   static __device__ __forceinline__ void copy16(uint32_t smem, const void* gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
   }
+  // 16 bytes into smem of which the first `bytes` (1..16) are read from gmem, the rest zero-filled.
+  static __device__ __forceinline__ void copy16_upto(uint32_t smem, const void* gmem, uint32_t bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(bytes) : "memory");
+  }
   static __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
   template <int N>
   static __device__ __forceinline__ void wait() {
@@ -312,13 +316,15 @@ PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m
   // With rows a multiple of 16 bytes long (every format at k = 2048 j), every row's slab starts at the same
   // offset within 16 bytes: lane copies chunk lane % 16 of rows 2 j + lane / 16 (j < 8), addresses affine
   // in j, destinations constant offsets. Rows past n are not copied (their outputs are not written, and an
-  // mma row depends on its own A row alone). Other row lengths take each chunk's address from its row.
+  // mma row depends on its own A row alone). Other row lengths take each chunk's address from its row; the
+  // chunk that holds the last byte of W reads only up to it (W's allocation may end there).
   static_assert(F::kChunks <= 16, "a row's slab is at most 16 chunks");
   const bool aligned16 = row_bytes % 16 == 0;
   const int rows_here = imin(kTileRows, n - row0);
   const uint32_t my_chunk = uint32_t(lane & 15), my_row = uint32_t(lane >> 4);
   const uintptr_t tile = reinterpret_cast<uintptr_t>(w) + uintptr_t(row0) * row_bytes;
   const uintptr_t my_src = tile + my_row * row_bytes + 16u * my_chunk;
+  const uintptr_t w_end = reinterpret_cast<uintptr_t>(w) + uintptr_t(n) * row_bytes;
   auto issue = [&](int s, int stage) {
     const int bytes = imin(F::kBlocksPerSlab, nb - s * F::kBlocksPerSlab) * F::kBlockBytes;
     const uint32_t dst = ring_sh + uint32_t(stage * kTileRows * F::kStride);
@@ -341,7 +347,9 @@ PAGODA_UNROLL
       const int r = i / F::kChunks, c = i - r * F::kChunks;
       const uintptr_t begin = tile + uintptr_t(r) * row_bytes + uintptr_t(s) * F::kSlabBytes;
       const uintptr_t chunk = (begin & ~uintptr_t(15)) + 16 * uintptr_t(c);
-      if (chunk < begin + bytes) Ops::copy16(dst + uint32_t(r * F::kStride + 16 * c), reinterpret_cast<const void*>(chunk));
+      if (chunk < begin + bytes)
+        Ops::copy16_upto(dst + uint32_t(r * F::kStride + 16 * c), reinterpret_cast<const void*>(chunk),
+                         uint32_t(w_end - chunk < 16 ? w_end - chunk : 16));
     }
   };
 
