@@ -20,8 +20,6 @@ struct QuantTraits {
   int block_bytes;        // bytes per block; 0 for kNone
 };
 
-// In CUDA device code use it (and quant_row_bytes) in constant expressions only: a runtime call there is
-// compiled as unreachable (the string_view name is host-only), and nvcc drops the code path around it.
 constexpr QuantTraits quant_traits(QuantType t) {
   switch (t) {
     case QuantType::kNone: return {"none", 0, 1, 0};
