@@ -27,12 +27,15 @@ namespace {
 constexpr int kMaxBenchPrompts = 1 << 20;
 constexpr int64_t kMaxBenchPromptTokens = int64_t(1) << 28;
 
-// Bytes of weights a decode step reads: every matrix and norm once (from the config, in the model dtype).
-double weight_bytes(const ModelConfig& c, DType dt) {
+// Bytes of weights a decode step reads: every matrix and norm once (from the config, in the model dtype; the
+// linear layers and the lm_head in `quant`'s block bytes when the weights are quantized).
+double weight_bytes(const ModelConfig& c, DType dt, QuantType quant) {
   double H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size;
-  double per_layer = H * (c.num_heads + 2.0 * c.num_kv_heads) * D + c.num_heads * D * H + 3.0 * H * F + 2.0 * H;
-  double total = V * H * (c.tie_word_embeddings ? 1.0 : 2.0) + c.num_layers * per_layer + H;
-  return total * double(dtype_size(dt));
+  const double e = double(dtype_size(dt));
+  const double q = quant == QuantType::kNone ? e : double(quant_traits(quant).block_bytes) / quant_traits(quant).block_elems;
+  double matrices = H * (c.num_heads + 2.0 * c.num_kv_heads) * D + c.num_heads * D * H + 3.0 * H * F;
+  return V * H * e * (c.tie_word_embeddings ? 1.0 : 0.0) + V * H * (c.tie_word_embeddings ? 0.0 : q + e) +
+         c.num_layers * (matrices * q + 2.0 * H * e) + H * e;
 }
 
 }  // namespace
@@ -99,7 +102,7 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   const double out_tps = double(batch) * output_len / latency;
   const double tpot = med.decode_seconds / std::max(1, output_len - 1);  // seconds per decode step
   // The loaded weights when on the host (their real dtypes and quantization), else the config's estimate.
-  const double wbytes = e.model.weights ? weight_bytes_per_step(*e.model.weights) : weight_bytes(cfg, e.model_dtype);
+  const double wbytes = e.model.weights ? weight_bytes_per_step(*e.model.weights) : weight_bytes(cfg, e.model_dtype, builtin_model_quant(e.model_name));
   const double kv_token_bytes = 2.0 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * double(dtype_size(e.runner->cache_options().dtype));
   const double avg_ctx = input_len + output_len / 2.0;
   const double step_bytes = wbytes + batch * avg_ctx * kv_token_bytes;
