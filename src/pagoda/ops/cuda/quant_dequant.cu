@@ -1,5 +1,6 @@
 #include "pagoda/ops/cuda/quant_dequant.h"
 
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/quant_decode.cuh"
 
@@ -71,17 +72,7 @@ void quant_dequant(const QuantDequantParams& p, cudaStream_t stream) {
   if (p.out_rows == 0) return;
   PAGODA_CHECK(p.w && p.out && (!p.row_ids || p.error_flag), "quant_dequant: null pointer");
   PAGODA_CHECK(is_aligned(p.out, 16) && is_aligned(p.w, 2), "quant_dequant: out must be 16-byte aligned, w 2-byte");
-  switch (p.type) {
-    case QuantType::kQ4_0: return launch<QuantType::kQ4_0>(p, stream);
-    case QuantType::kQ4_1: return launch<QuantType::kQ4_1>(p, stream);
-    case QuantType::kQ5_0: return launch<QuantType::kQ5_0>(p, stream);
-    case QuantType::kQ5_1: return launch<QuantType::kQ5_1>(p, stream);
-    case QuantType::kQ8_0: return launch<QuantType::kQ8_0>(p, stream);
-    case QuantType::kQ4_K: return launch<QuantType::kQ4_K>(p, stream);
-    case QuantType::kQ5_K: return launch<QuantType::kQ5_K>(p, stream);
-    case QuantType::kQ6_K: return launch<QuantType::kQ6_K>(p, stream);
-    case QuantType::kNone: break;
-  }
+  visit_quant_type(p.type, [&](auto q) { launch<decltype(q)::value>(p, stream); });
 }
 
 }  // namespace pagoda

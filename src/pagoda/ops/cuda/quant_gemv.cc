@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/cuda/quant_gemv_launch.h"
 
 namespace pagoda {
@@ -22,17 +23,7 @@ void quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
   PAGODA_CHECK(p.x && p.w && p.y, "quant_gemv: null operand");
   PAGODA_CHECK(reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 8 == 0,
                "quant_gemv: w ", p.w, " must be 16-byte aligned, x ", p.x, " 8-byte aligned");
-  switch (p.type) {
-    case QuantType::kQ4_0: launch_quant_gemv<QuantType::kQ4_0>(p, stream); return;
-    case QuantType::kQ4_1: launch_quant_gemv<QuantType::kQ4_1>(p, stream); return;
-    case QuantType::kQ5_0: launch_quant_gemv<QuantType::kQ5_0>(p, stream); return;
-    case QuantType::kQ5_1: launch_quant_gemv<QuantType::kQ5_1>(p, stream); return;
-    case QuantType::kQ8_0: launch_quant_gemv<QuantType::kQ8_0>(p, stream); return;
-    case QuantType::kQ4_K: launch_quant_gemv<QuantType::kQ4_K>(p, stream); return;
-    case QuantType::kQ5_K: launch_quant_gemv<QuantType::kQ5_K>(p, stream); return;
-    case QuantType::kQ6_K: launch_quant_gemv<QuantType::kQ6_K>(p, stream); return;
-    case QuantType::kNone: break;
-  }
+  visit_quant_type(p.type, [&](auto q) { launch_quant_gemv<decltype(q)::value>(p, stream); });
 }
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
 #include "pagoda/ops/cuda/quant_quantize.h"
 
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/quant_encode.cuh"
 
@@ -36,17 +37,7 @@ void quant_quantize(const QuantQuantizeParams& p, cudaStream_t stream) {
                " cols=", p.cols, " for ", tr.name);
   if (p.rows == 0) return;
   PAGODA_CHECK(p.x && p.out, "quant_quantize: null pointer");
-  switch (p.type) {
-    case QuantType::kQ4_0: return launch<QuantType::kQ4_0>(p, stream);
-    case QuantType::kQ4_1: return launch<QuantType::kQ4_1>(p, stream);
-    case QuantType::kQ5_0: return launch<QuantType::kQ5_0>(p, stream);
-    case QuantType::kQ5_1: return launch<QuantType::kQ5_1>(p, stream);
-    case QuantType::kQ8_0: return launch<QuantType::kQ8_0>(p, stream);
-    case QuantType::kQ4_K: return launch<QuantType::kQ4_K>(p, stream);
-    case QuantType::kQ5_K: return launch<QuantType::kQ5_K>(p, stream);
-    case QuantType::kQ6_K: return launch<QuantType::kQ6_K>(p, stream);
-    case QuantType::kNone: break;
-  }
+  visit_quant_type(p.type, [&](auto q) { launch<decltype(q)::value>(p, stream); });
 }
 
 }  // namespace pagoda

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/gemm.h"
 
 namespace pagoda::quant {
