@@ -56,6 +56,23 @@ struct CudaModelRunner::Impl {
   PinnedBuffer meta_host;
   PinnedBuffer logits_host;
   size_t off_ids = 0, off_pos = 0, off_slot = 0, off_qsl = 0, off_sl = 0, off_bt = 0, off_li = 0, off_err = 0, off_tokens = 0;
+  // The step metadata's arrays at the offsets above, in the pinned host copy or the device one.
+  struct MetaArrays {
+    int32_t* ids;
+    int64_t* pos;
+    int64_t* slot;
+    int32_t* qsl;
+    int32_t* sl;
+    int32_t* bt;
+    int32_t* li;
+  };
+  MetaArrays meta_arrays(void* base) const {
+    uint8_t* b = static_cast<uint8_t*>(base);
+    return {reinterpret_cast<int32_t*>(b + off_ids), reinterpret_cast<int64_t*>(b + off_pos),
+            reinterpret_cast<int64_t*>(b + off_slot), reinterpret_cast<int32_t*>(b + off_qsl),
+            reinterpret_cast<int32_t*>(b + off_sl), reinterpret_cast<int32_t*>(b + off_bt),
+            reinterpret_cast<int32_t*>(b + off_li)};
+  }
   PinnedBuffer err_host;
   int max_blocks_cap = 0;
   Runners runners;               // eager steps
@@ -369,13 +386,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
   const int H = c.hidden_size, D = c.head_dim, F = c.intermediate_size, V = c.vocab_size, QKV = m.qkv_width();
   const int bs = m.opt.block_size;
   uint8_t* dm = static_cast<uint8_t*>(m.meta.data());
-  auto* d_ids = reinterpret_cast<const int32_t*>(dm + m.off_ids);
-  auto* d_pos = reinterpret_cast<const int64_t*>(dm + m.off_pos);
-  auto* d_slot = reinterpret_cast<const int64_t*>(dm + m.off_slot);
-  auto* d_qsl = reinterpret_cast<const int*>(dm + m.off_qsl);
-  auto* d_sl = reinterpret_cast<const int*>(dm + m.off_sl);
-  auto* d_bt = reinterpret_cast<const int*>(dm + m.off_bt);
-  auto* d_li = reinterpret_cast<const int32_t*>(dm + m.off_li);
+  const auto [d_ids, d_pos, d_slot, d_qsl, d_sl, d_bt, d_li] = m.meta_arrays(dm);
   auto* d_err = reinterpret_cast<int*>(dm + m.off_err);
   auto* d_tokens = reinterpret_cast<int32_t*>(dm + m.off_tokens);
 
@@ -516,13 +527,7 @@ namespace {
 // at `tokens`), context 0, one token slot each that writes nothing to the cache (slot -1), its own logits row.
 // PRECOND: a decode step, so sequence s and its token share index s.
 void write_padding_sequences(CudaModelRunner::Impl& m, int first, int last, int tokens) {
-  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
-  int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
-  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
-  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
-  int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
-  int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
-  int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+  const auto [ids, pos, slot, qsl, sl, bt, li] = m.meta_arrays(m.meta_host.data());
   for (int s = first; s < last; ++s) {
     ids[s] = 0;
     pos[s] = 0;
@@ -540,7 +545,7 @@ void CudaModelRunner::capture_decode_graphs() {
   int n = 0;
   for (int bp : m.graph_sizes) {
     if (m.graphs.count(bp) && m.graphs[bp]) continue;
-    reinterpret_cast<int32_t*>(static_cast<uint8_t*>(m.meta_host.data()) + m.off_qsl)[0] = 0;
+    m.meta_arrays(m.meta_host.data()).qsl[0] = 0;
     write_padding_sequences(m, 0, bp, 0);  // bp padding sequences
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
     capture_graph(bp);  // syncs after its eager run, before meta_host is written again
@@ -588,14 +593,7 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   }
 
   // ---- host metadata: positions and slots derived from the batch, exactly as the CPU runner does ----
-  uint8_t* hm = static_cast<uint8_t*>(m.meta_host.data());
-  int32_t* ids = reinterpret_cast<int32_t*>(hm + m.off_ids);
-  int64_t* pos = reinterpret_cast<int64_t*>(hm + m.off_pos);
-  int64_t* slot = reinterpret_cast<int64_t*>(hm + m.off_slot);
-  int32_t* qsl = reinterpret_cast<int32_t*>(hm + m.off_qsl);
-  int32_t* sl = reinterpret_cast<int32_t*>(hm + m.off_sl);
-  int32_t* bt = reinterpret_cast<int32_t*>(hm + m.off_bt);
-  int32_t* li = reinterpret_cast<int32_t*>(hm + m.off_li);
+  const auto [ids, pos, slot, qsl, sl, bt, li] = m.meta_arrays(m.meta_host.data());
   std::memcpy(ids, b.token_ids.data(), size_t(T) * 4);
   AttentionBatch info;
   for (int s = 0; s < S; ++s) {
