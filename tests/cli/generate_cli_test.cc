@@ -153,6 +153,30 @@ TEST(GenerateCli, MissingBuiltinModelSaysHowToFetchIt) {
   EXPECT_THAT(r.err, testing::HasSubstr("scripts/fetch-models.sh"));
 }
 
+// --cpu-threads sets the CPU forward pass's threads (results do not depend on it); negative counts are refused.
+// --tokenizer names a folder that must hold a tokenizer.json.
+TEST(GenerateCli, CpuThreadsAndTokenizerOptions) {
+  const std::string data = test_data_dir();
+  const std::string common = " --model " + data + "/models/stories260K/hf --prompt '' --temperature 0 --max-tokens 16 --output-json";
+  auto one = run_pagoda("generate --cpu-threads 1" + common), two = run_pagoda("generate --cpu-threads 2" + common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(Json::parse(one.out)["token_ids"], Json::parse(two.out)["token_ids"]);
+  auto r = run_pagoda("generate --model dummy:tiny --cpu-threads -1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("--cpu-threads must be >= 0, got -1"));
+  r = run_pagoda("generate --model dummy:tiny --max-tokens 1 --tokenizer " + data + "/reference/qwen3-tiny");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("no tokenizer.json in"));
+  // A GGUF model with another tokenizer: the stories260K folder's replaces the file's vocabulary.
+  if (std::filesystem::exists(model_cache_dir() / kDefaultModelFile)) {
+    r = run_pagoda("generate --no-chat --prompt 'Once' --max-tokens 1 --output-json --tokenizer " + data + "/models/stories260K/hf");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Json::parse(r.out)["prompt_token_ids"], Json::parse(run_pagoda("generate --model " + data +
+              "/models/stories260K/hf --prompt 'Once' --max-tokens 1 --output-json").out)["prompt_token_ids"]);
+  }
+}
+
 TEST(GenerateCli, Errors) {
   std::string data = test_data_dir();
   auto r = run_pagoda("generate --model /nonexistent/model-dir --max-tokens 1");
