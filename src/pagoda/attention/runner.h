@@ -29,7 +29,8 @@ struct LayerShape {
   int num_kv_heads = 0;  // divides num_q_heads
   int head_size = 0;
   DType dtype = DType::kBF16;     // q and out: the compute dtype
-  DType kv_dtype = DType::kBF16;  // cache elements: the compute dtype or an fp8 format
+  DType kv_dtype = DType::kBF16;  // cache elements: the compute dtype or an fp8 format; kU8 for kv_preset
+  std::string kv_preset;          // "" or a turboquant_* preset: the cache holds packed slots (core/turboquant.h)
   KvLayout layout = KvLayout::kNHD;
   int block_size = 16;     // tokens per cache block
   int sliding_window = 0;  // 0: none; else a query at position p sees keys at positions > p - window
@@ -41,7 +42,8 @@ struct LayerShape {
   // For logs and errors: "heads 32/8 x 128, bf16, kv bf16 NHD, block 16, causal".
   std::string str() const {
     std::string s = str_cat("heads ", num_q_heads, "/", num_kv_heads, " x ", head_size, ", ", dtype_name(dtype),
-                            ", kv ", dtype_name(kv_dtype), " ", kv_layout_str(layout), ", block ", block_size);
+                            ", kv ", kv_preset.empty() ? std::string(dtype_name(kv_dtype)) : kv_preset, " ",
+                            kv_layout_str(layout), ", block ", block_size);
     if (sliding_window > 0) s += str_cat(", window ", sliding_window);
     if (softcap > 0) s += str_cat(", softcap ", softcap);
     return s + (causal ? ", causal" : ", non-causal");
@@ -81,6 +83,7 @@ struct AttentionBatch {
 // One layer's call. Tokens and sequences as in ForwardBatch: sequence s owns query rows
 // [query_start_loc[s], query_start_loc[s+1]); its i-th new token sits at position seq_lens[s] - q_len + i.
 struct AttentionParams {
+  int layer = 0;             // the model's layer index (TURBOQUANT seeds its key rotation with it)
   const void* q = nullptr;   // [num_tokens, num_q_heads, head_size] of shape.dtype, token stride q_stride
   int64_t q_stride = 0;      // elements; 0 = num_q_heads * head_size
   void* out = nullptr;       // [num_tokens, num_q_heads, head_size] of shape.dtype, contiguous

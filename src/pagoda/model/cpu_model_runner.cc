@@ -216,6 +216,7 @@ void CpuModelRunner::layer(int l, const ForwardBatch& b, int64_t T) {
   ap.q = q;
   ap.q_stride = W;
   ap.out = attn_.data();
+  ap.layer = l;
   ap.kv_cache = kv_cache_[size_t(l)].get();
   ap.num_blocks = cache_.num_blocks;
   ap.k = k;

@@ -470,6 +470,7 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     ap.q = q;
     ap.q_stride = QKV;
     ap.out = m.attn.data();
+    ap.layer = l;
     ap.kv_cache = rk.kv_cache;
     ap.num_blocks = cache_.num_blocks;
     ap.query_start_loc = d_qsl;
