@@ -55,12 +55,14 @@ using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::func
 
 // Settings that are not the layer's shape: the device and the resolved attention configuration.
 struct RunnerOptions {
+  bool cpu = false;                  // the runner serves the CPU model runner (float32 q/k/v, host memory)
   int num_sms = 0;                   // CUDA multiprocessors (0: ask the current device)
   bool batch_invariant = false;      // a sequence's output must not depend on the rest of its batch
   int flash_attn_version = 2;        // FLASH_ATTN: the version the selector resolved
   bool use_prefill_decode_attention = false;  // TRITON_ATTN: separate prefill and decode launches
   int max_graph_splits = 16;         // most KV splits of a captured decode step
   ParallelFor parallel_for;          // CPU runners: the model runner's thread pool (null: serial)
+  int num_threads = 1;               // CPU runners: most bodies parallel_for runs at once (per-thread scratch)
 };
 
 // The most a runner must serve, for reserve().

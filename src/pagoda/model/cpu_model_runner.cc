@@ -70,6 +70,8 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
   for (size_t g = 0; g < groups_.size(); ++g) {
     AttentionGroup& group = groups_[g];
     RunnerOptions options = group.options;
+    options.cpu = true;
+    options.num_threads = pool_.num_threads();
     options.parallel_for = [this](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
       pool_.parallel_for(n, grain, body);
     };
