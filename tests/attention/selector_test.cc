@@ -7,6 +7,7 @@
 #include "pagoda/attention/startup.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/turboquant.h"
 
 namespace pagoda {
 namespace {
@@ -15,6 +16,7 @@ using testing::ElementsAre;
 
 struct Outcome {
   std::optional<BackendName> selected;
+  std::vector<BackendName> per_layer;
   std::string error;
   std::vector<LogRecord> log;
   AttentionPlan plan;
@@ -40,6 +42,7 @@ Outcome run(const Env& s, const std::vector<SelectorConfig>& layers,
     std::optional<int> user_block = layers.empty() ? std::nullopt : layers[0].block_size;
     auto r = select_attention(sel, layers, user_block);
     o.selected = r.per_layer.front();
+    o.per_layer = r.per_layer;
     o.plan = r.plan;
   } catch (const Error& e) {
     o.error = e.what();
@@ -454,10 +457,59 @@ TEST(Cpu, Path) {
   c.head_size = 48;
   o = run1({.device = DeviceKind::kCpu}, c);
   EXPECT_EQ(o.error, "FP8 KV cache requires head_size divisible by 32 on CPU.");
-  c.kv_cache_dtype = "turboquant_k8v4";
-  c.head_size = 64;
-  o = run1({.device = DeviceKind::kCpu}, c);
-  EXPECT_EQ(o.error, "CPU_ATTN does not support turboquant_k8v4 kv-cache.");
+}
+
+// pagoda's addition to §5.4 (docs/architecture.md): on the CPU a TurboQuant layer runs on TURBOQUANT, with no KV
+// layout line (its cache has no layout); the other layers stay on CPU_ATTN. Forcing CPU_ATTN keeps the spec's
+// construction error; forcing another backend logs the spec's line first.
+TEST(Cpu, TurboQuantLayersSelectTurboQuant) {
+  SelectorConfig tq, boundary;
+  tq.kv_cache_dtype = "turboquant_k3v4_nc";
+  tq.head_size = boundary.head_size = 64;
+  auto o = run1({.device = DeviceKind::kCpu}, tq);
+  EXPECT_EQ(o.selected, BackendName::kTurboQuant);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  EXPECT_TRUE(messages(o, LogLevel::kDebug).empty());
+  EXPECT_THAT(o.trace.potential, ElementsAre(BackendName::kTurboQuant));
+  EXPECT_EQ(o.plan.block_size, 128);
+  EXPECT_EQ(o.error, "");
+  // A model: boundary layers (`auto`) on CPU_ATTN, the others on TURBOQUANT; one line per selection.
+  o = run({.device = DeviceKind::kCpu}, {boundary, tq, tq, boundary});
+  EXPECT_THAT(o.per_layer, ElementsAre(BackendName::kCpuAttn, BackendName::kTurboQuant, BackendName::kTurboQuant,
+                                       BackendName::kCpuAttn));
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                          "Using HND KV cache layout for CPU_ATTN backend.",
+                          "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  EXPECT_EQ(o.plan.kv_layout, KvLayout::kHND);
+  // Forced TURBOQUANT: the TurboQuant layers take it silently, the `auto` ones cannot.
+  Env forced{.device = DeviceKind::kCpu};
+  forced.attention.backend = BackendName::kTurboQuant;
+  o = run(forced, {tq, boundary});
+  EXPECT_THAT(o.per_layer, ElementsAre(BackendName::kTurboQuant, BackendName::kCpuAttn));
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT'].",
+                          "Cannot use TURBOQUANT backend on CPU.",
+                          "Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                          "Using HND KV cache layout for CPU_ATTN backend."));
+  // Another forced backend: the spec's line, then TURBOQUANT.
+  forced.attention.backend = BackendName::kFlashAttn;
+  o = run1(forced, tq);
+  EXPECT_EQ(o.selected, BackendName::kTurboQuant);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Cannot use FLASH_ATTN backend on CPU.",
+                          "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  // Forced CPU_ATTN: selected, then refused by its construction check (§6.4).
+  forced.attention.backend = BackendName::kCpuAttn;
+  for (const auto& p : kTurboQuantPresets) {
+    tq.kv_cache_dtype = std::string(p.name);
+    o = run1(forced, tq);
+    EXPECT_EQ(o.error, str_cat("CPU_ATTN does not support ", p.name, " kv-cache."));
+    EXPECT_THAT(messages(o, LogLevel::kInfo),
+                ElementsAre("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                            "Using HND KV cache layout for CPU_ATTN backend."));
+  }
 }
 
 TEST(Layout, EnvironmentVariable) {

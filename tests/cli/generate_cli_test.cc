@@ -197,8 +197,10 @@ TEST(GenerateCli, Errors) {
   r = run_pagoda("generate --model " + data + "/models/stories260K/hf --max-model-len 8 --prompt 'Once upon a time there was a big dog'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("maximum context"));
-  // stories260K has 5 layers: layers 0, 1, 3, 4 are TurboQuant boundary layers, layer 2 is not.
-  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
+  // stories260K has 5 layers: layers 0, 1, 3, 4 are TurboQuant boundary layers, layer 2 is not; forcing CPU_ATTN
+  // makes layer 2 fail CPU_ATTN's construction check (spec §6.4).
+  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --kv-cache-dtype turboquant_k8v4 "
+                 "--attention-backend CPU_ATTN --max-tokens 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("CPU_ATTN does not support turboquant_k8v4 kv-cache."));
   // dummy:tiny has 4 layers, all of them boundary layers: it runs with an uncompressed cache.
