@@ -43,17 +43,22 @@ bool is_turboquant_boundary_layer(int layer, int num_layers) {
 
 bool is_quantized_kv_dtype(std::string_view kv) { return starts_with(kv, "fp8") || is_turboquant_kv_dtype(kv); }
 
-std::vector<std::string> layer_kv_cache_dtypes(const std::string& kv_cache_dtype, int num_layers,
-                                               const std::vector<bool>& layer_sliding,
-                                               const std::vector<std::string>& skip_layers) {
+void check_kv_cache_dtype_skip_layers(const std::string& kv_cache_dtype, const std::vector<std::string>& skip_layers) {
   if (!skip_layers.empty() && !is_quantized_kv_dtype(kv_cache_dtype))
     throw_config_error("--kv-cache-dtype-skip-layers keeps some layers' KV cache unquantized, but the KV cache dtype ",
                        kv_cache_dtype, " is not quantized; give a quantized --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2 "
                        "or a turboquant_* preset) or drop --kv-cache-dtype-skip-layers");
+}
+
+std::vector<std::string> layer_kv_cache_dtypes(const std::string& kv_cache_dtype, int num_layers,
+                                               const std::vector<bool>& layer_sliding,
+                                               const std::vector<std::string>& skip_layers) {
+  check_kv_cache_dtype_skip_layers(kv_cache_dtype, skip_layers);
   std::vector<bool> skip(size_t(std::max(num_layers, 0)), false);
   for (const std::string& item : skip_layers) {
     if (item == "sliding_window") {
-      for (int l = 0; l < num_layers; ++l) skip[size_t(l)] = skip[size_t(l)] || (size_t(l) < layer_sliding.size() && layer_sliding[size_t(l)]);
+      for (int l = 0; l < num_layers; ++l)
+        if (size_t(l) < layer_sliding.size() && layer_sliding[size_t(l)]) skip[size_t(l)] = true;
       continue;
     }
     const int l = parse_int_arg("--kv-cache-dtype-skip-layers", item);

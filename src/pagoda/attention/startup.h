@@ -30,6 +30,9 @@ bool is_turboquant_boundary_layer(int layer, int num_layers);
 // fp8, fp8_e4m3, fp8_e5m2 and the turboquant_* presets.
 bool is_quantized_kv_dtype(std::string_view kv_cache_dtype);
 
+// --kv-cache-dtype-skip-layers needs a quantized kv_cache_dtype (a config error otherwise).
+void check_kv_cache_dtype_skip_layers(const std::string& kv_cache_dtype, const std::vector<std::string>& skip_layers);
+
 // The KV cache dtype of each of a model's layers: `kv_cache_dtype` (after effective_kv_cache_dtype), except
 // `auto` for the TurboQuant boundary layers (turboquant_* only) and the layers `skip_layers` names
 // (--kv-cache-dtype-skip-layers: indices, or sliding_window = every l with layer_sliding[l]). Throws a config

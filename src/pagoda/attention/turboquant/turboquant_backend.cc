@@ -27,6 +27,11 @@ class TurboQuantBackend final : public AttentionBackend {
     return c;
   }
 
+  std::vector<std::string> beyond_selection(ComputeCapability) const override {
+    return {"a CPU runner, always built: on the CPU a turboquant_* layer selects TURBOQUANT (spec §5.4 selects "
+            "CPU_ATTN only)"};
+  }
+
   KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,
                               const std::string& kv, DType, KvLayout) const override {
     KvCacheShape s;
