@@ -551,6 +551,43 @@ TEST(Resolution, TurboQuantOverrideAndBoundaryLayers) {
                           "Using FlashAttention version 2"));
 }
 
+// Each layer's KV cache dtype: the model's, `auto` on TurboQuant's boundary layers (turboquant_* only) and on the
+// --kv-cache-dtype-skip-layers ones (indices, or every sliding-window layer).
+TEST(Resolution, LayerKvCacheDtypes) {
+  using V = std::vector<std::string>;
+  const std::vector<bool> sliding{false, true, false, true, false, true};
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_4bit_nc", 6, sliding, {}),
+            (V{"auto", "auto", "turboquant_4bit_nc", "turboquant_4bit_nc", "auto", "auto"}));
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_4bit_nc", 6, sliding, {"sliding_window"}),
+            (V{"auto", "auto", "turboquant_4bit_nc", "auto", "auto", "auto"}));
+  // fp8 has no boundary layers; skipped layers keep `auto`.
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8", 6, sliding, {}), V(6, "fp8"));
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8_e5m2", 6, sliding, {"0", "sliding_window", "4"}),
+            (V{"auto", "auto", "fp8_e5m2", "auto", "auto", "auto"}));
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8", 3, {}, {"sliding_window", "2"}), (V{"fp8", "fp8", "auto"}));
+  // One layer: n = min(2, 0) = 0, no boundary layer.
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_k8v4", 1, {false}, {}), V{"turboquant_k8v4"});
+  EXPECT_EQ(layer_kv_cache_dtypes("auto", 2, {}, {}), (V{"auto", "auto"}));
+  auto error_of = [](const std::string& kv, const V& skip) {
+    try {
+      layer_kv_cache_dtypes(kv, 6, {}, skip);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const char* kv : {"auto", "bfloat16", "float16"})
+    EXPECT_EQ(error_of(kv, {"1"}), str_cat("--kv-cache-dtype-skip-layers keeps some layers' KV cache unquantized, but the "
+                                           "KV cache dtype ", kv, " is not quantized; give a quantized --kv-cache-dtype "
+                                           "(fp8, fp8_e4m3, fp8_e5m2 or a turboquant_* preset) or drop "
+                                           "--kv-cache-dtype-skip-layers"));
+  EXPECT_EQ(error_of("fp8", {"6"}), "--kv-cache-dtype-skip-layers: layer 6 is not a layer of the model (it has 6 layers: 0-5)");
+  EXPECT_EQ(error_of("turboquant_3bit_nc", {"-1"}),
+            "--kv-cache-dtype-skip-layers: layer -1 is not a layer of the model (it has 6 layers: 0-5)");
+  EXPECT_EQ(error_of("fp8_e4m3", {"sliding_window"}), "");  // no sliding layer: nothing to skip, no error
+}
+
 TEST(Resolution, Warnings) {
   ValidatedArgs v;
   v.kv_cache_dtype = "auto";
