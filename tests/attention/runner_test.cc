@@ -105,6 +105,12 @@ TEST(AttentionRunner, TurboQuantCpuRunnerInEveryBuild) {
   std::unique_ptr<AttentionRunner> runner;
   ASSERT_NO_THROW(runner = tq.make_runner(s, o));
   EXPECT_FALSE(runner->describe().empty());
+  // What the declaration refuses (§3.7) the CPU runner refuses too, with an error at startup.
+  LayerShape window = s, non_causal = s;
+  window.sliding_window = 64;
+  non_causal.causal = false;
+  EXPECT_THROW(tq.make_runner(window, o), Error);
+  EXPECT_THROW(tq.make_runner(non_causal, o), Error);
   for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
     const KvCacheShape shape = tq.kv_cache_shape(3, 16, 2, 128, "turboquant_k3v4_nc", DType::kBF16, layout);
     EXPECT_EQ(shape.logical, (std::vector<int64_t>{3, 2, 16, 118}));  // spec §3.7: head 128, k3v4_nc = 118 bytes
