@@ -33,6 +33,8 @@ struct QuantGemvParams {
   int ldy = 0;                 // elements between rows of y (>= n); 0 = n. A fused q|k|v of parts in different
                                // formats writes each part's columns of one output.
   DType dtype = DType::kBF16;  // kBF16 or kF16: x, bias and y
+  int ctas = 0;                // CTAs to launch, each looping over 16-row tiles (0: as many as fit the device
+                               // at once; a benchmark knob: the result does not depend on it)
 };
 
 // Throws pagoda::Error (an internal check) on a violated precondition.

@@ -52,7 +52,7 @@ PAGODA_HD void q8_block(Lane<T, NT>& L, const uint32_t (&lo)[2][4], const uint32
                                          const float (&d)[2]) {
   const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
 PAGODA_UNROLL
-  for (int i = 0; i < NT; ++i) {
+  for (int i = 0; i < Lane<T, NT>::kTiles; ++i) {
     {
       float sl[4] = {0.f, 0.f, 0.f, 0.f}, sh[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
 PAGODA_UNROLL
@@ -66,6 +66,7 @@ PAGODA_UNROLL
       float* acc = L.acc[i];
 PAGODA_UNROLL
       for (int e = 0; e < 4; ++e) {
+        if (Lane<T, NT>::kOne && (e & 1)) continue;  // token 1 of a one-token lane: not kept
         const float s = fmaf(16.f, sh[e], sl[e]);
         acc[e] = fmaf(d[e >> 1], s, fmaf(-2304.f * d[e >> 1], xs[e & 1], acc[e]));
       }
