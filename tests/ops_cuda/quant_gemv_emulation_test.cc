@@ -47,6 +47,7 @@ struct WarpSim {
   Barrier bar{32};
   uint32_t a[32][4];
   uint32_t b[32][2];
+  float f[32];
 };
 
 struct CtaSim {
@@ -125,6 +126,14 @@ struct HostOps {
   static void commit() {}
   template <int N>
   static void wait() {}
+  static float shfl(float v, int src_lane) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    w.f[t_tid & 31] = v;
+    w.bar.wait();
+    const float r = w.f[src_lane];
+    w.bar.wait();
+    return r;
+  }
   static void sync_warp() { t_cta->warps[t_tid >> 5].bar.wait(); }
   static void sync_cta() { t_cta->bar.wait(); }
 };

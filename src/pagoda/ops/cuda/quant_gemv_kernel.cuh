@@ -57,15 +57,14 @@ constexpr int kWarps = 8;                         // per CTA: they split k and s
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileRows = 16;                     // weight rows per row tile (the mma's M)
 constexpr int kMaxTiles = kQuantGemvMaxRows / 8;  // 8-token tiles (the mma's N): kernels of 1 and of 4
-// Shared memory a CTA may take so that two fit an SM (228 KiB, less 1 KiB the system reserves per CTA).
-constexpr int kSmemPerCta = 113 * 1024;
+// Shared memory of an SM (Hopper: 228 KiB, of which the system reserves 1 KiB per CTA).
+constexpr int kSmemPerSm = 228 * 1024;
 
 // ---- per-format constants ----
 // kBlocksPerSlab blocks of a row are copied per slab. A row's slab lands in its stage at
 // row * kStride + (its global address % 16); kStride holds the 14 bytes a 2-byte-aligned start can lead
 // with (none for blocks of a multiple of 16 bytes, whose slabs all start 16-byte aligned), and
-// kStride / 16 is odd, so the 8 row groups' 32-bit reads hit 8 distinct bank quadruples. Each warp's ring
-// has kStages slabs: 4 where two CTAs of the one-tile kernel still fit an SM, else 3.
+// kStride / 16 is odd, so the 8 row groups' 32-bit reads hit 8 distinct bank quadruples.
 template <QuantType Q>
 struct Fmt {
   static constexpr int kBlockBytes = quant_traits(Q).block_bytes;
@@ -79,8 +78,6 @@ struct Fmt {
   // Whether every field a lane reads is 4-byte aligned (block sizes multiples of 4).
   static constexpr bool kAligned4 = kBlockBytes % 4 == 0;
   static constexpr size_t kStageBytes = size_t(kWarps) * kTileRows * kStride;  // one stage of every warp
-  static constexpr int kStages = 4 * kStageBytes + size_t(2) * kWarps * 4 * 32 * 4 <= size_t(kSmemPerCta) ? 4 : 3;
-  static constexpr size_t kRingBytes = kStages * kStageBytes;
 };
 
 // The cross-warp sums of a row tile: two buffers (a tile's sums are read while the next tile's are written)
@@ -88,9 +85,21 @@ struct Fmt {
 template <int NT>
 constexpr size_t kRedBytes = size_t(2) * kWarps * (NT == 0 ? 1 : NT) * 4 * 32 * sizeof(float);
 
+// CTAs an SM: two for m <= 8 (128 registers), three for the one-token kernel of the formats that lay B
+// out by scale group (kColumns, below; 80 registers: its lanes keep a quarter of the accumulators and
+// scales), one for the four-tile kernel, whose accumulators get all the registers it may use.
+template <QuantType Q, int NT>
+constexpr int kCtasPerSm = NT == 0 && (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K) ? 3 : (NT <= 1 ? 2 : 1);
+
+// Ring depth: 4 where that many CTAs still fit an SM's shared memory with it, else 3.
+template <QuantType Q, int NT>
+constexpr int kStages = 4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / kCtasPerSm<Q, NT> - 1024) ? 4 : 3;
+
 // Dynamic shared memory of a CTA: the warps' rings, then the cross-warp sums.
 template <QuantType Q, int NT>
-constexpr size_t kSmemBytes = Fmt<Q>::kRingBytes + kRedBytes<NT>;
+constexpr size_t kRingBytes = kStages<Q, NT> * Fmt<Q>::kStageBytes;
+template <QuantType Q, int NT>
+constexpr size_t kSmemBytes = kRingBytes<Q, NT> + kRedBytes<NT>;
 
 // ---- bit tools that run on the host too ----
 PAGODA_HD int imin(int a, int b) { return a < b ? a : b; }
@@ -210,6 +219,17 @@ PAGODA_HD float byte_raw(uint32_t w, uint32_t magic) {
 #endif
 }
 
+// byte_raw with the byte's selector (0x7440 | B) in a register.
+PAGODA_HD float byte_raw_at(uint32_t w, uint32_t magic, uint32_t sel) {
+#ifdef __CUDA_ARCH__
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(magic), "r"(sel));
+  return __uint_as_float(d);
+#else
+  return bits_to_float(byte_perm(w, magic, sel));
+#endif
+}
+
 #ifdef __CUDACC__
 // ---- the device's operations ----
 struct DeviceOps {
@@ -245,10 +265,21 @@ struct DeviceOps {
   static __device__ __forceinline__ void wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
   }
+  static __device__ __forceinline__ float shfl(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
   static __device__ __forceinline__ void sync_warp() { __syncwarp(); }
   static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
 };
 #endif  // __CUDACC__
+
+// The formats whose one-token kernel lays B out by scale group: with one token, 7 of B's 8 columns would
+// repeat it, so column j holds x for sub-block j of the block (in the lanes of group j, zeros elsewhere)
+// and one mma accumulator collects all 8 sub-blocks' sums; lane (g, t) ends up with those of sub-blocks
+// 2t and 2t + 1, applies only their scales (a quarter of the work), and the row's sum passes through the
+// 4 lanes of a group in sub-block order, so every output sees the operations of the other kernels in the
+// same order (bit-identical rows across m; an mma column adds exact zeros outside its sub-block). The
+// row sums end in lane t = 3, where the cross-warp sum reads them.
+template <QuantType Q>
+constexpr bool kColumns = Q == QuantType::kQ4_K || Q == QuantType::kQ5_K;
 
 // What a lane needs to run one block: its x pointers (token 8 i + g of tile i, at the slab's first k plus
 // 4 t; tokens past m repeat the last one, their outputs unwritten), the block's first k within the slab (a
@@ -262,6 +293,7 @@ struct Lane {
   static constexpr bool kOne = NT == 0;
   const T* x[kTiles];
   int k0;
+  int g;  // lane / 4
   float acc[kTiles][4];
   uint32_t magic;  // 0x4B000000 for byte_raw
 };
@@ -333,7 +365,7 @@ PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m
                         int ctas, int tid, uint8_t* smem) {
   using F = Fmt<Q>;
   using LaneT = Lane<T, NT>;
-  constexpr int kTiles = LaneT::kTiles, kStages = F::kStages;
+  constexpr int kTiles = LaneT::kTiles, kStages = quant_gemv_detail::kStages<Q, NT>;
   const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int tiles = (n + kTileRows - 1) / kTileRows;
   const int nb = k / F::kBlockElems;
@@ -393,6 +425,7 @@ PAGODA_UNROLL
 
   LaneT L;
   L.k0 = 0;
+  L.g = g;
   L.magic = 0x4B000000u | (uint32_t(m) >> 31);  // m >= 0: the constant, unknown to the compiler
   const T* xrow[kTiles];
 PAGODA_UNROLL
@@ -408,7 +441,7 @@ PAGODA_UNROLL
     Ops::commit();
   }
   constexpr int kVals = kTiles * 4;
-  float* const red = reinterpret_cast<float*>(smem + F::kRingBytes);  // [2][warp][i * 4 + e][lane]
+  float* const red = reinterpret_cast<float*>(smem + kRingBytes<Q, NT>);  // [2][warp][i * 4 + e][lane]
   int stage_now = 0, stage_next = kStages - 1, buf = 0;
   for (int tile = cta; tile < tiles; tile += ctas, buf ^= 1) {
     // Where rows g and g + 8 start (16-byte offsets of a slab's start add to these).
@@ -452,7 +485,7 @@ PAGODA_UNROLL
     for (int o = tid; o < kTileRows * m; o += kThreads) {
       const int j = o / kTileRows, rr = o % kTileRows;  // token, row of the tile (consecutive threads: rows)
       if (row0 + rr >= n) continue;
-      const int src_lane = (rr & 7) * 4 + ((j & 7) >> 1);
+      const int src_lane = (rr & 7) * 4 + (NT == 0 && kColumns<Q> ? 3 : (j & 7) >> 1);
       const int val = (j >> 3) * 4 + ((rr >> 3) << 1) + (j & 1);
       float sum = 0.f;
       for (int wi = 0; wi < kWarps; ++wi) sum += r[(wi * kVals + val) * 32 + src_lane];
@@ -465,9 +498,8 @@ PAGODA_UNROLL
 
 #ifdef __CUDACC__
 // grid.x = the CTAs (at most ceil(n / 16)), kThreads threads, dynamic shared memory kSmemBytes<Q, NT>.
-// Two CTAs an SM for m <= 8 (128 registers); the four-tile kernel's accumulators get all it may use.
 template <QuantType Q, typename T, int NT>
-__global__ void __launch_bounds__(kThreads, NT <= 1 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, kCtasPerSm<Q, NT>)
     quant_gemv_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, const T* __restrict__ bias,
                       T* __restrict__ y, int m, int n, int k, int ldy) {
   extern __shared__ __align__(16) uint8_t smem[];
