@@ -5,10 +5,10 @@
 // decode, whose ratio to bf16 bounds the end-to-end speedup.
 //
 //   quant_gemv_bench [--iters N]
-//   quant_gemv_bench --profile TYPE SHAPE M [--ctas C]   (a few launches of one case, for a profiler)
+//   quant_gemv_bench --profile TYPE SHAPE M [--ctas C] [--stages S]   (a few launches of one case, for a
+//                                                                      profiler)
 //
-// A third table runs Q4_K and Q8_0 at m = 1 with other CTA counts than the default (every resident CTA
-// looping over row tiles): one CTA per tile, and one or two per SM.
+// A third table runs Q4_K and Q8_0 at m = 1 with the launch knobs of QuantGemvParams (ring depth, CTAs).
 //
 // Weights are rotated among enough copies to exceed the L2 cache twice, so every launch reads DRAM; inputs
 // are random (quantized from N(0, 0.05^2) by the device quantizer), never zeros.
@@ -113,23 +113,24 @@ QuantType type_named(const char* s) {
 }
 
 // --profile: 3 launches of one case on rotating weights (after one warm-up), nothing timed.
-int profile(QuantType q, const Shape& s, int m, int ctas) {
+int profile(QuantType q, const Shape& s, int m, int ctas, int stages) {
   DeviceBuffer x(size_t(32) * s.k * 2), y(size_t(32) * s.n * 2);
   fill(x.data(), int64_t(32) * s.k, DType::kBF16, 99, 1.0f);
   std::vector<DeviceBuffer> w = make_weights(q, s, 4);
   for (int i = 0; i < 4; ++i) {
     QuantGemvParams qp;
     qp.x = x.data(), qp.w = w[size_t(i)].data(), qp.type = q, qp.y = y.data(), qp.m = m, qp.n = s.n, qp.k = s.k;
-    qp.dtype = DType::kBF16, qp.ctas = ctas;
+    qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
     quant_gemv(qp, nullptr);
   }
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-  std::printf("profiled %s %s m=%d ctas=%d\n", std::string(quant_traits(q).name).c_str(), s.name, m, ctas);
+  std::printf("profiled %s %s m=%d ctas=%d stages=%d\n", std::string(quant_traits(q).name).c_str(), s.name, m, ctas,
+              stages);
   return 0;
 }
 
 int main(int argc, char** argv) {
-  int iters = 50, prof_m = 0, prof_ctas = 0;
+  int iters = 50, prof_m = 0, prof_ctas = 0, prof_stages = 0;
   const char *prof_type = nullptr, *prof_shape = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
@@ -138,8 +139,10 @@ int main(int argc, char** argv) {
       prof_type = argv[++i], prof_shape = argv[++i], prof_m = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--ctas") == 0 && i + 1 < argc) {
       prof_ctas = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--stages") == 0 && i + 1 < argc) {
+      prof_stages = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N] | --profile TYPE SHAPE M [--ctas C]\n");
+      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N] | --profile TYPE SHAPE M [--ctas C] [--stages S]\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
@@ -156,7 +159,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--profile: unknown type or shape, or m out of 1..%d\n", kQuantGemvMaxRows);
       return 2;
     }
-    return profile(q, *sh, prof_m, prof_ctas);
+    return profile(q, *sh, prof_m, prof_ctas, prof_stages);
   }
   int dev = 0, l2 = 0;
   cudaDeviceProp prop{};
@@ -217,10 +220,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // The CTA count: the default (as many as are resident at once, each looping over tiles) against one CTA
-  // per 16-row tile and one or two per SM.
-  std::printf("\nm = 1 by CTA count (us; tiles = one CTA per 16-row tile):\n%-8s %-5s %9s %9s %9s %9s\n", "shape",
-              "type", "default", "tiles", "1/SM", "2/SM");
+  // The launch knobs at m = 1: ring depths 2, 3, 4 (one CTA per tile), and fixed CTAs (2 or 3 an SM) that
+  // loop over the tiles with the default ring.
+  std::printf("\nm = 1 by ring depth and CTA count (us; default: one CTA per 16-row tile):\n%-8s %-5s %9s %9s %9s %9s "
+              "%9s %9s\n", "shape", "type", "default", "2 stages", "3 stages", "4 stages", "2/SM", "3/SM");
   for (QuantType q : {QuantType::kQ4_K, QuantType::kQ8_0}) {
     for (const Shape& s : kShapes) {
       DeviceBuffer x(size_t(s.k) * 2), y(size_t(s.n) * 2);
@@ -228,11 +231,13 @@ int main(int argc, char** argv) {
       const size_t bytes = size_t(s.n) * quant_row_bytes(q, s.k);
       std::vector<DeviceBuffer> w = make_weights(q, s, int(std::max<size_t>(2, (size_t(4) * l2 + bytes - 1) / bytes)));
       std::printf("%-8s %-5s", s.name, std::string(quant_traits(q).name).c_str());
-      for (int ctas : {0, (s.n + 15) / 16, prop.multiProcessorCount, 2 * prop.multiProcessorCount}) {
+      const int sms = prop.multiProcessorCount;
+      const std::pair<int, int> knobs[] = {{0, 0}, {2, 0}, {3, 0}, {4, 0}, {0, 2 * sms}, {0, 3 * sms}};
+      for (const auto& [stages, ctas] : knobs) {
         const double ms = time_ms(iters, [&](int i) {
           QuantGemvParams qp;
           qp.x = x.data(), qp.w = w[size_t(i) % w.size()].data(), qp.type = q, qp.y = y.data(), qp.m = 1;
-          qp.n = s.n, qp.k = s.k, qp.dtype = DType::kBF16, qp.ctas = ctas;
+          qp.n = s.n, qp.k = s.k, qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
           quant_gemv(qp, nullptr);
         });
         std::printf(" %9.1f", ms * 1e3);

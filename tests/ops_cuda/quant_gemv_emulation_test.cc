@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "gpu_test_util.h"
 #include "pagoda/ops/cuda/quant_gemv_kernel.cuh"
@@ -139,11 +140,11 @@ struct HostOps {
 };
 
 // Runs `ctas` CTAs one after the other, each looping over its row tiles as on the device.
-template <QuantType Q, typename T, int NT>
+template <QuantType Q, typename T, int NT, int S = 0>
 void emulate_nt(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int ctas) {
   for (int cta = 0; cta < ctas; ++cta) {
     auto sim = std::make_unique<CtaSim>();
-    std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[kSmemBytes<Q, NT> + 16]);
+    std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[Cfg<Q, NT, S>::kSmemBytes + 16]);
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_owner.get()) + 15) & ~uintptr_t(15));
     std::vector<std::thread> threads;
     for (int tid = 0; tid < kThreads; ++tid)
@@ -151,7 +152,7 @@ void emulate_nt(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n,
         t_cta = sim.get();
         t_tid = tid;
         t_smem = smem;
-        gemv_cta<Q, T, NT, HostOps>(x, w, bias, y, m, n, k, ldy, cta, ctas, tid, smem);
+        gemv_cta<Q, T, NT, S, HostOps>(x, w, bias, y, m, n, k, ldy, cta, ctas, tid, smem);
       });
     for (auto& th : threads) th.join();
   }
@@ -222,6 +223,24 @@ void check_type(QuantType q, DType dt) {
     std::fill(y.bytes.begin(), y.bytes.end(), uint8_t(test::kPoisonByte));
     run_case<T>(q, reinterpret_cast<const T*>(x.bytes.data()), w, s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr,
                 reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy, ctas);
+    if (s.m == 1 && (q == QuantType::kQ4_K || q == QuantType::kQ8_0) && std::is_same_v<T, bf16>) {
+      // The ring depths the benchmark may pick (QuantGemvParams::stages) give the same bits.
+      for (int stages : {2, 4}) {
+        test::HostArray ys(dt, size_t(ldy));
+        const T* bp = s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr;
+        const T* xp = reinterpret_cast<const T*>(x.bytes.data());
+        T* yp = reinterpret_cast<T*>(ys.bytes.data());
+        auto go = [&](auto qc) {
+          constexpr QuantType kQ = decltype(qc)::value;
+          if (stages == 2) emulate_nt<kQ, T, 0, 2>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+          else emulate_nt<kQ, T, 0, 4>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+        };
+        if (q == QuantType::kQ4_K) go(std::integral_constant<QuantType, QuantType::kQ4_K>{});
+        else go(std::integral_constant<QuantType, QuantType::kQ8_0>{});
+        EXPECT_EQ(std::memcmp(ys.bytes.data(), y.bytes.data(), size_t(s.n) * dtype_size(dt)), 0)
+            << stages << " stages differ from the default";
+      }
+    }
     if (s.m > 1) {
       // Batch invariance: token 0 alone (the one-token kernel) gives row 0's bits.
       test::HostArray y1(dt, size_t(ldy));

@@ -125,7 +125,8 @@ PAGODA_UNROLL
     // m = 1 (kOne): B's 8 columns are the block's 8 sub-blocks instead of 8 tokens (kColumns, above).
     constexpr bool kOne = Lane<T, NT>::kOne;
     const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
-    float cs[4] = {0.f, 0.f, 0.f, 0.f}, cx[4] = {0.f, 0.f, 0.f, 0.f};  // kOne: S and X of sub-blocks 2t, 2t + 1
+    // kOne: S and X of the even and the odd sub-blocks (two accumulators: two chains of mma half as long)
+    float cs[2][4] = {}, cx[2][4] = {};
     uint32_t xb[2][2] = {{0, 0}, {0, 0}};                              // kOne: x of sub-block g (the lane's column)
     if constexpr (kOne) {
 PAGODA_UNROLL
@@ -191,8 +192,8 @@ PAGODA_UNROLL
 PAGODA_UNROLL
           for (int h = 0; h < 2; ++h) {
             const uint32_t b0 = mine ? xb[h][0] : 0u, b1 = mine ? xb[h][1] : 0u;
-            Ops::template mma<T>(cs, a[h], b0, b1);
-            Ops::template mma<T>(cx, ones, b0, b1);
+            Ops::template mma<T>(cs[half], a[h], b0, b1);
+            Ops::template mma<T>(cx[half], ones, b0, b1);
           }
         } else {
         float alpha[2], beta[2];
@@ -239,10 +240,10 @@ PAGODA_UNROLL
       for (int i = 0; i < 4; ++i) {
         a0 = Ops::shfl(a0, base + ((i + 3) & 3));
         a1 = Ops::shfl(a1, base + ((i + 3) & 3));
-        a0 = fmaf(alpha[0][0], cs[0], fmaf(beta[0][0], cx[0], a0));
-        a0 = fmaf(alpha[1][0], cs[1], fmaf(beta[1][0], cx[1], a0));
-        a1 = fmaf(alpha[0][1], cs[2], fmaf(beta[0][1], cx[0], a1));
-        a1 = fmaf(alpha[1][1], cs[3], fmaf(beta[1][1], cx[1], a1));
+        a0 = fmaf(alpha[0][0], cs[0][0], fmaf(beta[0][0], cx[0][0], a0));
+        a0 = fmaf(alpha[1][0], cs[1][1], fmaf(beta[1][0], cx[1][1], a0));
+        a1 = fmaf(alpha[0][1], cs[0][2], fmaf(beta[0][1], cx[0][0], a1));
+        a1 = fmaf(alpha[1][1], cs[1][3], fmaf(beta[1][1], cx[1][1], a1));
       }
       L.acc[0][0] = a0;
       L.acc[0][2] = a1;

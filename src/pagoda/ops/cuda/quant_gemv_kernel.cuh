@@ -35,6 +35,7 @@
 #include "pagoda/core/quant_type.h"
 #include "pagoda/ops/cuda/quant_gemv.h"
 #ifdef __CUDACC__
+#include "pagoda/core/error.h"
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/quant_gemv_launch.h"
 #endif
@@ -85,21 +86,22 @@ struct Fmt {
 template <int NT>
 constexpr size_t kRedBytes = size_t(2) * kWarps * (NT == 0 ? 1 : NT) * 4 * 32 * sizeof(float);
 
-// CTAs an SM: two for m <= 8 (128 registers), three for the one-token kernel of the formats that lay B
-// out by scale group (kColumns, below; 80 registers: its lanes keep a quarter of the accumulators and
-// scales), one for the four-tile kernel, whose accumulators get all the registers it may use.
-template <QuantType Q, int NT>
-constexpr int kCtasPerSm = NT == 0 && (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K) ? 3 : (NT <= 1 ? 2 : 1);
-
-// Ring depth: 4 where that many CTAs still fit an SM's shared memory with it, else 3.
-template <QuantType Q, int NT>
-constexpr int kStages = 4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / kCtasPerSm<Q, NT> - 1024) ? 4 : 3;
-
-// Dynamic shared memory of a CTA: the warps' rings, then the cross-warp sums.
-template <QuantType Q, int NT>
-constexpr size_t kRingBytes = kStages<Q, NT> * Fmt<Q>::kStageBytes;
-template <QuantType Q, int NT>
-constexpr size_t kSmemBytes = kRingBytes<Q, NT> + kRedBytes<NT>;
+// The launch configuration of a kernel: CTAs an SM, ring depth, shared memory. Two CTAs an SM for m <= 8
+// (128 registers); one for the four-tile kernel, whose accumulators get all the registers it may use; for
+// the one-token kernel of the formats that lay B out by scale group (kColumns, below: under 64 registers,
+// its lanes keep a quarter of the accumulators and scales) as many as the shared memory holds, up to 4.
+// Ring depth: S stages (a benchmark knob), else 4 where the CTAs an SM still fit, else 3.
+template <QuantType Q, int NT, int S = 0>
+struct Cfg {
+  static constexpr bool kCols = NT == 0 && (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K);
+  static constexpr int kBaseCtas = kCols ? 3 : (NT <= 1 ? 2 : 1);
+  static constexpr int kStages =
+      S > 0 ? S : (4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / kBaseCtas - 1024) ? 4 : 3);
+  static constexpr size_t kRingBytes = kStages * Fmt<Q>::kStageBytes;
+  static constexpr size_t kSmemBytes = kRingBytes + kRedBytes<NT>;
+  static constexpr int kFit = int(kSmemPerSm / (kSmemBytes + 1024));
+  static constexpr int kCtasPerSm = kCols ? (kFit < 4 ? kFit : 4) : kBaseCtas;
+};
 
 // ---- bit tools that run on the host too ----
 PAGODA_HD int imin(int a, int b) { return a < b ? a : b; }
@@ -353,19 +355,19 @@ namespace pagoda {
 namespace quant_gemv_detail {
 
 // One CTA of `ctas`: row tiles cta, cta + ctas, ... of y[:m, :] (rows [16 tile, 16 tile + 16)), for thread
-// `tid` (0..kThreads-1); smem: kSmemBytes<Q, NT>, 16-byte aligned. PRECOND: quant_gemv()'s.
+// `tid` (0..kThreads-1); smem: Cfg<Q, NT, S>::kSmemBytes, 16-byte aligned. PRECOND: quant_gemv()'s.
 //
 // Each warp owns the same run of slabs [s_begin, s_end) of every tile, and its ring streams its slabs of
 // one tile after the other: the copies of the next tile's first slabs are in flight while it finishes a
 // tile, so a CTA that runs many tiles keeps its loads going across them. At a tile's end the warps leave
 // their sums in one of two buffers, one barrier, and the tile's outputs are summed over the warps in a
 // fixed order.
-template <QuantType Q, typename T, int NT, class Ops>
+template <QuantType Q, typename T, int NT, int S, class Ops>
 PAGODA_HD void gemv_cta(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int cta,
                         int ctas, int tid, uint8_t* smem) {
   using F = Fmt<Q>;
   using LaneT = Lane<T, NT>;
-  constexpr int kTiles = LaneT::kTiles, kStages = quant_gemv_detail::kStages<Q, NT>;
+  constexpr int kTiles = LaneT::kTiles, kStages = Cfg<Q, NT, S>::kStages;
   const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int tiles = (n + kTileRows - 1) / kTileRows;
   const int nb = k / F::kBlockElems;
@@ -441,7 +443,7 @@ PAGODA_UNROLL
     Ops::commit();
   }
   constexpr int kVals = kTiles * 4;
-  float* const red = reinterpret_cast<float*>(smem + kRingBytes<Q, NT>);  // [2][warp][i * 4 + e][lane]
+  float* const red = reinterpret_cast<float*>(smem + Cfg<Q, NT, S>::kRingBytes);  // [2][warp][i * 4 + e][lane]
   int stage_now = 0, stage_next = kStages - 1, buf = 0;
   for (int tile = cta; tile < tiles; tile += ctas, buf ^= 1) {
     // Where rows g and g + 8 start (16-byte offsets of a slab's start add to these).
@@ -497,39 +499,30 @@ PAGODA_UNROLL
 }
 
 #ifdef __CUDACC__
-// grid.x = the CTAs (at most ceil(n / 16)), kThreads threads, dynamic shared memory kSmemBytes<Q, NT>.
-template <QuantType Q, typename T, int NT>
-__global__ void __launch_bounds__(kThreads, kCtasPerSm<Q, NT>)
+// grid.x = the CTAs (at most ceil(n / 16)), kThreads threads, dynamic shared memory Cfg<Q, NT, S>::kSmemBytes.
+template <QuantType Q, typename T, int NT, int S>
+__global__ void __launch_bounds__(kThreads, Cfg<Q, NT, S>::kCtasPerSm)
     quant_gemv_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, const T* __restrict__ bias,
                       T* __restrict__ y, int m, int n, int k, int ldy) {
   extern __shared__ __align__(16) uint8_t smem[];
-  gemv_cta<Q, T, NT, DeviceOps>(x, w, bias, y, m, n, k, ldy, int(blockIdx.x), int(gridDim.x), int(threadIdx.x), smem);
+  gemv_cta<Q, T, NT, S, DeviceOps>(x, w, bias, y, m, n, k, ldy, int(blockIdx.x), int(gridDim.x), int(threadIdx.x),
+                                   smem);
 }
 
-// The CTAs that fit the device at once (every CTA resident: each loops over its tiles), computed once per
-// kernel on the first call's device.
-template <QuantType Q, typename T, int NT>
-int resident_ctas() {
-  static const int ctas = [] {
-    constexpr size_t kSmem = kSmemBytes<Q, NT>;
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_kernel<Q, T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(kSmem)));
-    int dev = 0, sms = 0, per_sm = 0;
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    PAGODA_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, quant_gemv_kernel<Q, T, NT>, kThreads, kSmem));
-    return sms * (per_sm > 0 ? per_sm : 1);
-  }();
-  return ctas;
-}
-
-template <QuantType Q, typename T, int NT>
+// One CTA per 16-row tile unless p.ctas asks for fewer (each then loops over several): the block scheduler
+// hands the tiles out as CTAs finish, which balances better than a fixed share per resident CTA.
+template <QuantType Q, typename T, int NT, int S = 0>
 void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
+  constexpr size_t kSmem = Cfg<Q, NT, S>::kSmemBytes;
+  static const bool attr_set = [] {
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(quant_gemv_kernel<Q, T, NT, S>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    return true;
+  }();
+  (void)attr_set;
   const int tiles = cuda_detail::ceil_div(p.n, kTileRows);
-  const int resident = resident_ctas<Q, T, NT>();
-  const int ctas = p.ctas > 0 ? std::min(p.ctas, tiles) : std::min(resident, tiles);
-  quant_gemv_kernel<Q, T, NT><<<ctas, kThreads, kSmemBytes<Q, NT>, stream>>>(
+  const int ctas = p.ctas > 0 ? std::min(p.ctas, tiles) : tiles;
+  quant_gemv_kernel<Q, T, NT, S><<<ctas, kThreads, kSmem, stream>>>(
       static_cast<const T*>(p.x), static_cast<const uint8_t*>(p.w), static_cast<const T*>(p.bias),
       static_cast<T*>(p.y), p.m, p.n, p.k, p.ldy > 0 ? p.ldy : p.n);
   PAGODA_CUDA_CHECK_LAUNCH();
@@ -537,9 +530,19 @@ void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
 
 // m = 1 runs the one-token kernel, m <= 8 the one-tile kernel, larger m the four-tile one, whose tiles past
 // m repeat the last token (an output is the same whichever kernel computes it: each does the same
-// arithmetic for it).
+// arithmetic for it). p.stages (a benchmark knob) picks another ring depth for the bf16 one-token kernel
+// of Q4_K and Q8_0.
 template <QuantType Q>
 void launch_quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
+  if constexpr (Q == QuantType::kQ4_K || Q == QuantType::kQ8_0) {
+    if (p.m == 1 && p.dtype == DType::kBF16 && p.stages > 0) {
+      PAGODA_CHECK(p.stages >= 2 && p.stages <= 4, "quant_gemv: stages ", p.stages, " (2..4)");
+      if (p.stages == 2) launch_typed<Q, bf16, 0, 2>(p, stream);
+      else if (p.stages == 3) launch_typed<Q, bf16, 0, 3>(p, stream);
+      else launch_typed<Q, bf16, 0, 4>(p, stream);
+      return;
+    }
+  }
   auto run = [&](auto tag) {
     using T = decltype(tag);
     if (p.m == 1) launch_typed<Q, T, 0>(p, stream);
