@@ -4,8 +4,8 @@
 # quantized GEMV beside bf16 cuBLASLt (quant_gemv_bench); and batch 1/8/32 decode of Llama-3-8B-shaped random
 # models, bf16 vs Q4_K vs Q8_0. Logs and a summary go to $OUT.
 # Usage there: bash scripts/device/gguf_run.sh BUNDLE [tests|smollm2|bench|all|gemv]
-#   gemv: the quantized GEMV's own run: its GPU tests, quant_gemv_bench, Nsight Compute on three m = 1
-#   cases, batch 1/8/32 decode; where the bundle holds bin/*-base (the same tools built from the commit
+#   gemv: the quantized GEMV's own run: its GPU tests, quant_gemv_bench, Nsight Compute (warp stall reasons)
+#   on two m = 1 cases, batch 1/8/32 decode; where the bundle holds bin/*-base (the same tools built from the commit
 #   before the change), their bench and batch-1 decode too, in the same run.
 #   stalls: the GEMV's GPU test, quant_gemv_bench, Nsight Compute's warp stall reasons of a few cases, and
 #   batch-1 decode.
@@ -112,12 +112,15 @@ if [[ $what == gemv ]]; then
     fi
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     if [[ -n $ncu ]]; then
-      for c in "q4_k gate_up 1" "q4_k o 1" "q8_0 gate_up 1" "q4_k gate_up 8"; do
+      metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,gpu__time_duration.sum'
+      metrics+=',dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.per_cycle_active'
+      metrics+=',sm__warps_active.avg.per_cycle_active,smsp__inst_executed.sum'
+      metrics+=',sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active'
+      for c in "q4_k gate_up 1" "q8_0 gate_up 1"; do
         echo "== $c" >>"$OUT/ncu.txt"
         # shellcheck disable=SC2086
         timeout 60 "$ncu" --clock-control none -k regex:quant_gemv_kernel --launch-skip 1 --launch-count 1 \
-          --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
-          "$bundle/bin/quant_gemv_bench" --profile $c >>"$OUT/ncu.txt" 2>&1
+          --metrics "$metrics" "$bundle/bin/quant_gemv_bench" --profile $c >>"$OUT/ncu.txt" 2>&1
       done
       echo "ncu rc=$?" | tee -a "$OUT/summary.txt"
     fi
@@ -134,8 +137,9 @@ if [[ $what == gemv ]]; then
       fi
     done
     grep -E "^==|decode step" "$OUT/bench.txt" | paste - - | tee -a "$OUT/summary.txt"
-    grep -A12 "^decode step, GEMV" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
-    grep -A12 "^decode step, GEMV" "$OUT/quant_gemv_bench-base.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
+    grep -A12 "^m = 1 by ring" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
+    grep -A11 "^decode step, GEMV" "$OUT/quant_gemv_bench.txt" | tail -10 | tee -a "$OUT/summary.txt"
+    grep -A11 "^decode step, GEMV" "$OUT/quant_gemv_bench-base.txt" 2>/dev/null | tail -10 | tee -a "$OUT/summary.txt"
   )
 fi
 exit $status

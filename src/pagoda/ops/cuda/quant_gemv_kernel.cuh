@@ -86,21 +86,26 @@ struct Fmt {
 template <int NT>
 constexpr size_t kRedBytes = size_t(2) * kWarps * (NT == 0 ? 1 : NT) * 4 * 32 * sizeof(float);
 
-// The launch configuration of a kernel: CTAs an SM, ring depth, shared memory. Two CTAs an SM for m <= 8
-// (128 registers); one for the four-tile kernel, whose accumulators get all the registers it may use; for
-// the one-token kernel of the formats that lay B out by scale group (kColumns, below: under 64 registers,
-// its lanes keep a quarter of the accumulators and scales) as many as the shared memory holds, up to 4.
-// Ring depth: S stages (a benchmark knob), else 4 where the CTAs an SM still fit, else 3.
+// The launch configuration of a kernel: ring depth, shared memory, CTAs an SM. The one-token kernels of
+// Q4_K, Q5_K (kColumns, below: their lanes keep a quarter of the accumulators and scales) and Q8_0 need
+// under 64 registers: as many CTAs an SM as the shared memory holds, up to 4, for more warps to issue from
+// (their warps stall mostly on dependencies and on the integer pipe, not on memory: the rings stay shallow,
+// 2 stages for Q4_K, 3 for Q5_K, whose 4 CTAs would spill registers, and Q8_0). Otherwise two CTAs an SM for m <= 8 (128 registers), with 4
+// stages where they fit, else 3; one for the four-tile kernel, whose accumulators get all the registers.
+// S (a benchmark knob, QuantGemvParams::stages) overrides the ring depth.
 template <QuantType Q, int NT, int S = 0>
 struct Cfg {
   static constexpr bool kCols = NT == 0 && (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K);
-  static constexpr int kBaseCtas = kCols ? 3 : (NT <= 1 ? 2 : 1);
-  static constexpr int kStages =
-      S > 0 ? S : (4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / kBaseCtas - 1024) ? 4 : 3);
+  static constexpr bool kLight = kCols || (NT == 0 && Q == QuantType::kQ8_0);
+  static constexpr int kDefaultStages =
+      kCols && Q == QuantType::kQ4_K
+          ? 2
+          : (kLight ? 3 : (4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / 2 - 1024) ? 4 : 3));
+  static constexpr int kStages = S > 0 ? S : kDefaultStages;
   static constexpr size_t kRingBytes = kStages * Fmt<Q>::kStageBytes;
   static constexpr size_t kSmemBytes = kRingBytes + kRedBytes<NT>;
   static constexpr int kFit = int(kSmemPerSm / (kSmemBytes + 1024));
-  static constexpr int kCtasPerSm = kCols ? (kFit < 4 ? kFit : 4) : kBaseCtas;
+  static constexpr int kCtasPerSm = kLight ? (kFit < 4 ? kFit : 4) : (NT <= 1 ? 2 : 1);
 };
 
 // ---- bit tools that run on the host too ----
