@@ -225,7 +225,7 @@ void check_type(QuantType q, DType dt) {
                 reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy, ctas);
     if (s.m == 1 && (q == QuantType::kQ4_K || q == QuantType::kQ8_0) && std::is_same_v<T, bf16>) {
       // The ring depths the benchmark may pick (QuantGemvParams::stages) give the same bits.
-      for (int stages : {2, 4}) {
+      for (int stages : {2, 3, 4}) {
         test::HostArray ys(dt, size_t(ldy));
         const T* bp = s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr;
         const T* xp = reinterpret_cast<const T*>(x.bytes.data());
@@ -233,6 +233,7 @@ void check_type(QuantType q, DType dt) {
         auto go = [&](auto qc) {
           constexpr QuantType kQ = decltype(qc)::value;
           if (stages == 2) emulate_nt<kQ, T, 0, 2>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+          else if (stages == 3) emulate_nt<kQ, T, 0, 3>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
           else emulate_nt<kQ, T, 0, 4>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
         };
         if (q == QuantType::kQ4_K) go(std::integral_constant<QuantType, QuantType::kQ4_K>{});

@@ -122,7 +122,7 @@ PAGODA_UNROLL
   } else if constexpr (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K) {
     constexpr bool kQ5 = Q == QuantType::kQ5_K;
     constexpr int kQs = kQ5 ? 48 : 16;
-    // m = 1 (kOne): B's 8 columns are the block's 8 sub-blocks instead of 8 tokens (kColumns, above).
+    // m = 1 (kOne): B's 8 columns are the block's 8 sub-blocks instead of 8 tokens (kColumns, quant_gemv_kernel.cuh).
     constexpr bool kOne = Lane<T, NT>::kOne;
     const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
     // kOne: S and X of the even and the odd sub-blocks (two accumulators: two chains of mma half as long)

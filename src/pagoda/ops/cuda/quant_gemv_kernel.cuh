@@ -26,9 +26,9 @@
 #include <cuda_fp16.h>
 #include <vector_types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -86,19 +86,30 @@ struct Fmt {
 template <int NT>
 constexpr size_t kRedBytes = size_t(2) * kWarps * (NT == 0 ? 1 : NT) * 4 * 32 * sizeof(float);
 
+// The formats whose one-token kernel lays B out by scale group: with one token, 7 of B's 8 columns would
+// repeat it, so column j holds x for sub-block j of the block (in the lanes of group j, zeros elsewhere)
+// and one mma accumulator collects all 8 sub-blocks' sums; lane (g, t) ends up with those of sub-blocks
+// 2t and 2t + 1, applies only their scales (a quarter of the work), and the row's sum passes through the
+// 4 lanes of a group in sub-block order, so every output sees the operations of the other kernels in the
+// same order (bit-identical rows across m; an mma column adds exact zeros outside its sub-block). The
+// row sums end in lane t = 3, where the cross-warp sum reads them.
+template <QuantType Q>
+constexpr bool kColumns = Q == QuantType::kQ4_K || Q == QuantType::kQ5_K;
+
 // The launch configuration of a kernel: ring depth, shared memory, CTAs an SM. The one-token kernels of
-// Q4_K, Q5_K (kColumns, below: their lanes keep a quarter of the accumulators and scales) and Q8_0 need
-// under 64 registers: as many CTAs an SM as the shared memory holds, up to 4, for more warps to issue from
-// (their warps stall mostly on dependencies and on the integer pipe, not on memory: the rings stay shallow,
-// 2 stages for Q4_K, 3 for Q5_K, whose 4 CTAs would spill registers, and Q8_0). Otherwise two CTAs an SM for m <= 8 (128 registers), with 4
-// stages where they fit, else 3; one for the four-tile kernel, whose accumulators get all the registers.
-// S (a benchmark knob, QuantGemvParams::stages) overrides the ring depth.
+// Q4_K, Q5_K (kColumns: their lanes keep a quarter of the accumulators and scales) and Q8_0 need under 64
+// registers: as many CTAs an SM as the shared memory holds, up to 4, for more warps to issue from (their
+// warps stall mostly on dependencies and on the integer pipe, not on memory, so the rings stay shallow:
+// 2 stages and 4 CTAs for Q4_K and Q8_0, 3 and 3 for Q5_K, which would spill registers at 4). Otherwise
+// two CTAs an SM for m <= 8 (128 registers), with 4 stages where they fit, else 3; one for the four-tile
+// kernel, whose accumulators get all the registers. S (a benchmark knob, QuantGemvParams::stages)
+// overrides the ring depth.
 template <QuantType Q, int NT, int S = 0>
 struct Cfg {
-  static constexpr bool kCols = NT == 0 && (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K);
+  static constexpr bool kCols = NT == 0 && kColumns<Q>;
   static constexpr bool kLight = kCols || (NT == 0 && Q == QuantType::kQ8_0);
   static constexpr int kDefaultStages =
-      kCols && Q == QuantType::kQ4_K
+      kLight && Q != QuantType::kQ5_K
           ? 2
           : (kLight ? 3 : (4 * Fmt<Q>::kStageBytes + kRedBytes<NT> <= size_t(kSmemPerSm / 2 - 1024) ? 4 : 3));
   static constexpr int kStages = S > 0 ? S : kDefaultStages;
@@ -277,16 +288,6 @@ struct DeviceOps {
   static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
 };
 #endif  // __CUDACC__
-
-// The formats whose one-token kernel lays B out by scale group: with one token, 7 of B's 8 columns would
-// repeat it, so column j holds x for sub-block j of the block (in the lanes of group j, zeros elsewhere)
-// and one mma accumulator collects all 8 sub-blocks' sums; lane (g, t) ends up with those of sub-blocks
-// 2t and 2t + 1, applies only their scales (a quarter of the work), and the row's sum passes through the
-// 4 lanes of a group in sub-block order, so every output sees the operations of the other kernels in the
-// same order (bit-identical rows across m; an mma column adds exact zeros outside its sub-block). The
-// row sums end in lane t = 3, where the cross-warp sum reads them.
-template <QuantType Q>
-constexpr bool kColumns = Q == QuantType::kQ4_K || Q == QuantType::kQ5_K;
 
 // What a lane needs to run one block: its x pointers (token 8 i + g of tile i, at the slab's first k plus
 // 4 t; tokens past m repeat the last one, their outputs unwritten), the block's first k within the slab (a
