@@ -196,6 +196,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   ro.flash_attn_version = e.attention.flash_attn_version.value_or(2);
   ro.use_prefill_decode_attention = s.attention.use_prefill_decode_attention;
   ro.max_graph_splits = s.attention.flash_attn_max_num_splits_for_cuda_graph;
+  ro.tq_max_graph_splits = s.attention.tq_max_kv_splits_for_cuda_graph;
   const bool causal = !s.attention.use_non_causal;
   if (cuda) {
 #ifdef PAGODA_WITH_CUDA_MODEL
