@@ -167,8 +167,11 @@ struct CheckStats {
 };
 
 // Checks `out` ([T][Hq][D] of c.dtype) against both references for every check_every-th token of each
-// sequence (and its last), on all host threads; prints one line.
-inline void check_output(const TqCase& c, const TqInputs& in, const std::vector<uint8_t>& out, const std::string& kernel) {
+// sequence (and its last), on all host threads; prints one line. fp16_operands: the tensor-core kernel (its
+// model rounds q~ and the centroids to fp16); false: the CUDA-core kernel (fp32 q~ and centroids: the kernel
+// model is the format's).
+inline void check_output(const TqCase& c, const TqInputs& in, const std::vector<uint8_t>& out, const std::string& kernel,
+                         bool fp16_operands = true) {
   SCOPED_TRACE(kernel + " " + describe(c));
   const TurboQuantPreset& p = preset_of(c);
   const int Hq = c.num_q_heads, Hk = c.num_kv_heads, D = c.head_size, G = Hq / Hk, bs = c.block_size;
@@ -176,7 +179,7 @@ inline void check_output(const TqCase& c, const TqInputs& in, const std::vector<
   const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
   const double uT = c.dtype == DType::kBF16 ? std::ldexp(1.0, -8) : u16;
   std::vector<double> c16;  // the kernel's centroids
-  for (float x : in.codebook) c16.push_back(f16_to_f32(f32_to_f16(x)));
+  for (float x : in.codebook) c16.push_back(fp16_operands ? f16_to_f32(f32_to_f16(x)) : x);
   std::vector<std::pair<int, int>> rows;
   for (int s = 0; s < in.S; ++s)
     for (int t = 0; t < c.query_lens[size_t(s)]; ++t)
@@ -201,7 +204,7 @@ inline void check_output(const TqCase& c, const TqInputs& in, const std::vector<
         for (double x : qf) qnorm += x * x;
         qnorm = std::sqrt(qnorm);
         turboquant_rotate_reference(c.layer, qf.data(), D);  // format: q~ in float64
-        q = kernel_q(qfl.data(), c.layer, D);                  // kernel model
+        q = fp16_operands ? kernel_q(qfl.data(), c.layer, D) : qf;  // kernel model
         const int n = pos + 1;
         std::vector<double> xm(static_cast<size_t>(n)), xf(static_cast<size_t>(n)), dm(static_cast<size_t>(n)), df(static_cast<size_t>(n));
         std::vector<std::vector<double>> vals(static_cast<size_t>(n));
@@ -240,9 +243,9 @@ inline void check_output(const TqCase& c, const TqInputs& in, const std::vector<
           }
           xm[size_t(key)] = mod * in.scale;
           xf[size_t(key)] = fmt * in.scale;
-          dm[size_t(key)] = in.scale * (D + 8) * u32 * abs_m + std::ldexp(std::fabs(xm[size_t(key)]), -20);
-          df[size_t(key)] = dm[size_t(key)] + in.scale * (fp8 ? 1.01 : 3.01) * u16 * abs_f +
-                            in.scale * 8 * std::log2(double(D)) * u32 * qnorm * kabs;
+          const double rotation = in.scale * 8 * std::log2(double(D)) * u32 * qnorm * kabs;  // float q~
+          dm[size_t(key)] = in.scale * (D + 8) * u32 * abs_m + std::ldexp(std::fabs(xm[size_t(key)]), -20) + rotation;
+          df[size_t(key)] = dm[size_t(key)] + (fp16_operands ? in.scale * (fp8 ? 1.01 : 3.01) * u16 * abs_f : 0.0);
           uint16_t sb, zb;
           std::memcpy(&sb, slot + in.layout.value_scale_offset, 2);
           std::memcpy(&zb, slot + in.layout.value_zero_offset, 2);
