@@ -238,8 +238,14 @@ TEST(TurboQuantEmulation, EveryPresetAndHeadSize) {
     }
 }
 
-// GQA 1, 4, 8 and 16 (16 rows: the decode body without free Gram rows), block sizes 16, 64, 128.
+// GQA 1, 4, 8 and 16 (16 rows: the decode body without free Gram rows), block sizes 16, 64, 128; GQA 3 (the
+// built-in model's 9/3 heads) and 32 (a decode item of 32 rows: the 64-row body, two warps without rows).
 TEST(TurboQuantEmulation, GqaAndBlockSizes) {
+  for (auto [hq, hk] : std::vector<std::pair<int, int>>{{9, 3}, {32, 1}}) {
+    TqCase c = decode_case(hq == 9 ? 1 : 2, 64, hq, hk, {130, 1});
+    c.query_lens = {1, 1};
+    emulate(c);
+  }
   for (auto [hq, hk] : std::vector<std::pair<int, int>>{{2, 2}, {8, 2}, {8, 1}, {16, 1}})
     for (int bs : {16, 64, 128}) {
       TqCase c = decode_case(1 + (hq + bs) % 3, 128, hq, hk, {7, 97, 1});

@@ -14,6 +14,8 @@ namespace tq_detail {
 
 template <int KB, int VB, bool NC>
 void launch_tq_preset(const KernelArgs& a, int num_items, cudaStream_t stream);
+template <int KB, int VB, bool NC>
+int tq_preset_ctas_per_sm(int head_size);
 
 namespace {
 
@@ -137,13 +139,20 @@ __global__ void __launch_bounds__(kThreads) tq_fallback_kernel(const KernelArgs 
   }
 }
 
-// Combines the KV splits of the rows of every split-0 work item (the paged family's merge).
-template <typename T>
+// Combines the KV splits of the rows of every split-0 work item (the paged family's merge); kMaxD bounds the
+// head size (the merge's per-lane registers).
+template <typename T, int kMaxD>
 __global__ void __launch_bounds__(paged_detail::kThreads) tq_merge_kernel(const paged_detail::KernelArgs args,
                                                                          int num_splits) {
   const int4 w = args.work[blockIdx.x];
   if (w.z != 0) return;
-  paged_detail::merge_split_rows<T, kTurboQuantMaxHeadSize>(args, w.x, w.y, int(blockIdx.y), num_splits);
+  paged_detail::merge_split_rows<T, kMaxD>(args, w.x, w.y, int(blockIdx.y), num_splits);
+}
+
+template <typename T>
+void launch_merge(const paged_detail::KernelArgs& m, dim3 grid, int num_splits, cudaStream_t stream) {
+  if (m.p.head_size <= 256) tq_merge_kernel<T, 256><<<grid, paged_detail::kThreads, 0, stream>>>(m, num_splits);
+  else tq_merge_kernel<T, kTurboQuantMaxHeadSize><<<grid, paged_detail::kThreads, 0, stream>>>(m, num_splits);
 }
 
 }  // namespace
@@ -151,6 +160,20 @@ __global__ void __launch_bounds__(paged_detail::kThreads) tq_merge_kernel(const 
 
 bool turboquant_attention_uses_tensor_cores(int head_size) {
   return head_size == 64 || head_size == 128 || head_size == 256;
+}
+
+int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size) {
+  using namespace tq_detail;
+  (void)norm_correction;  // each key width has one preset's kernel (turboquant_attention checks the preset)
+  if (!turboquant_attention_uses_tensor_cores(head_size)) {
+    int n = 0;
+    PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq_fallback_kernel, kThreads, 0));
+    return n;
+  }
+  if (key_bits == 8) return tq_preset_ctas_per_sm<8, 4, false>(head_size);
+  if (key_bits == 4) return tq_preset_ctas_per_sm<4, 4, true>(head_size);
+  if (value_bits == 4) return tq_preset_ctas_per_sm<3, 4, true>(head_size);
+  return tq_preset_ctas_per_sm<3, 3, true>(head_size);
 }
 
 void turboquant_attention(const TurboQuantAttentionParams& p, const PagedAttentionWorkspace& ws, cudaStream_t stream) {
@@ -223,8 +246,8 @@ void turboquant_attention(const TurboQuantAttentionParams& p, const PagedAttenti
   m.partial_tokens = ws.split_tokens;
   m.write_partial = true;
   const dim3 grid(unsigned(items), unsigned(p.num_kv_heads));
-  if (a.bf16) tq_merge_kernel<__nv_bfloat16><<<grid, paged_detail::kThreads, 0, stream>>>(m, ws.num_splits);
-  else tq_merge_kernel<__half><<<grid, paged_detail::kThreads, 0, stream>>>(m, ws.num_splits);
+  if (a.bf16) launch_merge<__nv_bfloat16>(m, grid, ws.num_splits, stream);
+  else launch_merge<__half>(m, grid, ws.num_splits, stream);
   PAGODA_CUDA_OK(cudaGetLastError());
 }
 

@@ -51,6 +51,10 @@ struct TurboQuantAttentionParams {
 // kTurboQuantMaxHeadSize run the CUDA-core kernel.
 bool turboquant_attention_uses_tensor_cores(int head_size);
 
+// CTAs of the kernel that serves the preset and head size resident per SM of the current device (its
+// registers and shared memory): the unit the split planner fills the GPU in.
+int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size);
+
 // Launches the kernels of the work list planned in `ws` (plan_paged_attention with the layer's heads and
 // head size). No allocation, no synchronisation: graph-safe.
 void turboquant_attention(const TurboQuantAttentionParams& p, const PagedAttentionWorkspace& ws, cudaStream_t stream);

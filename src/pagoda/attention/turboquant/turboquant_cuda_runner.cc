@@ -1,5 +1,6 @@
 #include "pagoda/attention/turboquant/turboquant_cuda_runner.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "pagoda/attention/paged/paged_runner_common.h"
@@ -13,17 +14,25 @@ namespace {
 class TurboQuantCudaRunner final : public AttentionRunner {
  public:
   TurboQuantCudaRunner(const LayerShape& shape, const RunnerOptions& options, const TurboQuantPreset& preset)
-      : shape_(shape), options_(options), preset_(preset), num_sms_(runner_num_sms(options)) {
+      : shape_(shape), options_(options), preset_(preset), num_sms_(planner_sms(shape, options, preset)) {
     if (preset.key_bits != 8) {
       const std::vector<float> c = turboquant_codebook(preset.key_bits, shape.head_size);
       for (size_t i = 0; i < c.size(); ++i) centroids_[i] = c[i];
     }
   }
 
+  // The SM count the paged planner is told. The kernel's throughput is its CTAs' (the codes are decoded in
+  // them), as with fp8 KV, so the planner's fp8 rule chooses the split counts (paged_attention.h,
+  // decode_kv_splits); that rule fills kDecodeCtasPerSm CTAs per SM, so it is given the SM count at which that
+  // many CTAs are the resident CTAs of this kernel (its occupancy: 2 per SM at head size 128 on SM 9.0).
+  static int planner_sms(const LayerShape& shape, const RunnerOptions& options, const TurboQuantPreset& p) {
+    const int sms = runner_num_sms(options);
+    const int ctas = turboquant_attention_ctas_per_sm(p.key_bits, p.value_bits, p.norm_correction, shape.head_size);
+    return ctas > 0 ? std::max(1, sms * ctas / kDecodeCtasPerSm) : sms;
+  }
+
   void reserve(const RunnerLimits& limits) override {
     graph_batch_ = limits.graph_batch;
-    // The decode kernel's throughput is its CTAs' (the codes are decoded in them), as with fp8 KV: the
-    // planner's fp8 rule chooses the split counts (paged_attention.h, decode_kv_splits).
     max_splits_ = graph_batch_ > 0 ? graph_decode_splits(graph_batch_, shape_.num_kv_heads, num_sms_, /*fp8_kv=*/true,
                                                          options_.tq_max_graph_splits)
                                    : kMaxEagerSplits;
