@@ -13,7 +13,8 @@
 #include <thread>
 
 #include "pagoda/attention/paged/paged_attention.h"
-#include "pagoda/attention/turboquant/turboquant_cuda_kernel.cuh"
+#include "pagoda/attention/turboquant/turboquant_cuda_cta.cuh"
+#include "pagoda/attention/turboquant/turboquant_cuda_decode.cuh"
 #include "turboquant_reference.h"
 
 namespace pagoda {
@@ -114,9 +115,9 @@ struct HostOps {
 };
 
 template <int KB, int VB, bool NC, int D>
-void run_cta(const KernelArgs& a, int4 w, int kvh) {
+void run_cta(const KernelArgs& a, int4 w, int kvh, bool decode8) {
   auto sim = std::make_unique<CtaSim>();
-  constexpr int kBytes = Fmt<KB, VB, NC, D>::kSmem;
+  constexpr int kBytes = std::max(Fmt<KB, VB, NC, D>::kSmem, DecodeFmt<KB, VB, NC, D>::kSmem);
   // Poisoned shared memory: the kernel must not read what it did not write (stale 0xff is NaN in fp16).
   std::unique_ptr<uint8_t[]> owner(new uint8_t[kBytes + 16]);
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(owner.get()) + 15) & ~uintptr_t(15));
@@ -126,24 +127,27 @@ void run_cta(const KernelArgs& a, int4 w, int kvh) {
     threads.emplace_back([&, tid] {
       t_cta = sim.get();
       t_tid = tid;
-      tq_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
+      if (decode8) tq_decode_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
+      else tq_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
     });
   for (auto& th : threads) th.join();
 }
 
 template <int KB, int VB, bool NC>
-void run_cta_d(const KernelArgs& a, int4 w, int kvh) {
+void run_cta_d(const KernelArgs& a, int4 w, int kvh, bool decode8) {
   switch (a.head_size) {
-    case 64: return run_cta<KB, VB, NC, 64>(a, w, kvh);
-    case 128: return run_cta<KB, VB, NC, 128>(a, w, kvh);
-    case 256: return run_cta<KB, VB, NC, 256>(a, w, kvh);
+    case 64: return run_cta<KB, VB, NC, 64>(a, w, kvh, decode8);
+    case 128: return run_cta<KB, VB, NC, 128>(a, w, kvh, decode8);
+    case 256: return run_cta<KB, VB, NC, 256>(a, w, kvh, decode8);
     default: FAIL() << "head size " << a.head_size;
   }
 }
 
 // The paged planner's work list for the case, every (item, KV head) CTA emulated, the split merge on the host.
-void emulate(const TqCase& c) {
-  SCOPED_TRACE(tq_test::describe(c));
+// The CTA body is the one turboquant_attention dispatches to (the decode body for decode steps of <= 8 rows per
+// KV head), or the general one with general_body.
+void emulate(const TqCase& c, bool general_body = false) {
+  SCOPED_TRACE(tq_test::describe(c) + (general_body ? " general body" : ""));
   const TqInputs in = tq_test::make_inputs(c);
   const TurboQuantPreset& p = tq_test::preset_of(c);
   const int Hq = c.num_q_heads, Hk = c.num_kv_heads, D = c.head_size;
@@ -185,12 +189,14 @@ void emulate(const TqCase& c) {
   a.partial_ml = partial_ml.data();
   a.partial_tokens = limits.split_tokens;
   a.write_partial = plan.num_splits > 1;
+  const int max_q = *std::max_element(c.query_lens.begin(), c.query_lens.end());
+  const bool decode8 = !general_body && plan.all_decode && max_q * (Hq / Hk) <= 8;  // turboquant_attention's rule
   for (int i = 0; i < plan.num_items; ++i)
     for (int kvh = 0; kvh < Hk; ++kvh) {
-      if (p.key_bits == 8) run_cta_d<8, 4, false>(a, items[size_t(i)], kvh);
-      else if (p.key_bits == 4) run_cta_d<4, 4, true>(a, items[size_t(i)], kvh);
-      else if (p.value_bits == 4) run_cta_d<3, 4, true>(a, items[size_t(i)], kvh);
-      else run_cta_d<3, 3, true>(a, items[size_t(i)], kvh);
+      if (p.key_bits == 8) run_cta_d<8, 4, false>(a, items[size_t(i)], kvh, decode8);
+      else if (p.key_bits == 4) run_cta_d<4, 4, true>(a, items[size_t(i)], kvh, decode8);
+      else if (p.value_bits == 4) run_cta_d<3, 4, true>(a, items[size_t(i)], kvh, decode8);
+      else run_cta_d<3, 3, true>(a, items[size_t(i)], kvh, decode8);
     }
   if (a.write_partial) {  // merge_split_rows' arithmetic
     const size_t split_stride = size_t(limits.split_tokens) * Hq;
@@ -212,7 +218,7 @@ void emulate(const TqCase& c) {
         for (int d = 0; d < D; ++d) store_from_f32(out.data(), c.dtype, row * D + d, o[size_t(d)] / l);
       }
   }
-  tq_test::check_output(c, in, out, "emulated");
+  tq_test::check_output(c, in, out, decode8 ? "emu-decode" : "emulated");
 }
 
 TqCase decode_case(int preset, int D, int hq, int hk, std::vector<int> ctx) {
@@ -235,6 +241,22 @@ TEST(TurboQuantEmulation, EveryPresetAndHeadSize) {
       TqCase c = decode_case(preset, D, 8, 2, {1, 70});
       c.query_lens = {1, 19};  // sequence 1: a 19-token prefill chunk over 51 cached tokens (38 rows a head)
       emulate(c);
+    }
+}
+
+// Decode steps (<= 8 rows per KV head: the decode body, O^T = V^T P^T) at every preset and head size, GQA 1, 3, 4
+// and 8, split and unsplit; the same steps through the general body.
+TEST(TurboQuantEmulation, DecodeBody) {
+  const std::pair<int, int> gqa[] = {{2, 2}, {9, 3}, {8, 2}, {16, 2}};
+  int k = 0;
+  for (int preset = 0; preset < 4; ++preset)
+    for (int D : {64, 128, 256}) {
+      const auto [hq, hk] = gqa[size_t(k++ % 4)];
+      TqCase c = decode_case(preset, D, hq, hk, {1, 77, 200});
+      c.force_splits = k % 3 == 0 ? 2 : 0;
+      c.dtype = k % 2 ? DType::kF16 : DType::kBF16;
+      emulate(c);
+      if (D == 128) emulate(c, /*general_body=*/true);
     }
 }
 

@@ -81,8 +81,8 @@ int device_sms() {
 }
 
 // plan_paged_attention + turboquant_attention (the kernel family's interface), launched c.launches times on a
-// re-poisoned output.
-void run_family(const TqCase& c) {
+// re-poisoned output. general_body: max_query_len unknown, so decode steps run the general body too.
+void run_family(const TqCase& c, bool general_body = false) {
   const TqInputs in = tq_test::make_inputs(c);
   DeviceCase d;
   upload(c, in, d);
@@ -122,6 +122,7 @@ void run_family(const TqCase& c) {
   p.scale = in.scale;
   p.layer = c.layer;
   for (size_t i = 0; i < in.codebook.size(); ++i) p.centroids[i] = in.codebook[i];
+  p.max_query_len = general_body ? 0 : *std::max_element(c.query_lens.begin(), c.query_lens.end());
   std::vector<uint8_t> first;
   for (int i = 0; i < c.launches; ++i) {
     if (i > 0) {
@@ -133,7 +134,7 @@ void run_family(const TqCase& c) {
     if (i == 0) first = out;
     else EXPECT_EQ(out, first) << "launch " << i << " differs from the first";
   }
-  tq_test::check_output(c, in, first, "cuda", turboquant_attention_uses_tensor_cores(c.head_size));
+  tq_test::check_output(c, in, first, general_body ? "cuda-gen" : "cuda", turboquant_attention_uses_tensor_cores(c.head_size));
 }
 
 LayerShape shape_of(const TqCase& c) {
@@ -253,7 +254,8 @@ TEST(TurboQuantGpu, DecodeGqaAndBlockSizes) {
       for (int preset = 0; preset < 4; ++preset) {
         TqCase c = make(preset, 128, hq, hk, {1, 1, 1, 1}, {1, 7, 4099, 513}, unsigned(hq * 1000 + bs * 10 + preset));
         c.block_size = bs;
-        run_family(c);
+        run_family(c);  // GQA <= 8: the decode body
+        if (hq / hk <= 8 && bs == 16) run_family(c, /*general_body=*/true);
       }
 }
 
@@ -280,6 +282,7 @@ TEST(TurboQuantGpu, DecodeSplitKv) {
       c.force_splits = splits;
       c.launches = 3;
       run_family(c);
+      if (splits == 3) run_family(c, /*general_body=*/true);
     }
   TqCase batch1 = make(1, 128, 32, 8, {1}, {8000}, 3);  // batch 1, long context: the planner splits
   batch1.launches = 3;

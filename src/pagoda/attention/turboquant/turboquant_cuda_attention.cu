@@ -13,9 +13,9 @@ namespace pagoda {
 namespace tq_detail {
 
 template <int KB, int VB, bool NC>
-void launch_tq_preset(const KernelArgs& a, int num_items, cudaStream_t stream);
+void launch_tq_preset(const KernelArgs& a, int num_items, bool decode8, cudaStream_t stream);
 template <int KB, int VB, bool NC>
-int tq_preset_ctas_per_sm(int head_size);
+int tq_preset_ctas_per_sm(int head_size, bool decode8);
 
 namespace {
 
@@ -162,7 +162,7 @@ bool turboquant_attention_uses_tensor_cores(int head_size) {
   return head_size == 64 || head_size == 128 || head_size == 256;
 }
 
-int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size) {
+int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size, bool decode8) {
   using namespace tq_detail;
   (void)norm_correction;  // each key width has one preset's kernel (turboquant_attention checks the preset)
   if (!turboquant_attention_uses_tensor_cores(head_size)) {
@@ -170,10 +170,10 @@ int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_cor
     PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq_fallback_kernel, kThreads, 0));
     return n;
   }
-  if (key_bits == 8) return tq_preset_ctas_per_sm<8, 4, false>(head_size);
-  if (key_bits == 4) return tq_preset_ctas_per_sm<4, 4, true>(head_size);
-  if (value_bits == 4) return tq_preset_ctas_per_sm<3, 4, true>(head_size);
-  return tq_preset_ctas_per_sm<3, 3, true>(head_size);
+  if (key_bits == 8) return tq_preset_ctas_per_sm<8, 4, false>(head_size, decode8);
+  if (key_bits == 4) return tq_preset_ctas_per_sm<4, 4, true>(head_size, decode8);
+  if (value_bits == 4) return tq_preset_ctas_per_sm<3, 4, true>(head_size, decode8);
+  return tq_preset_ctas_per_sm<3, 3, true>(head_size, decode8);
 }
 
 void turboquant_attention(const TurboQuantAttentionParams& p, const PagedAttentionWorkspace& ws, cudaStream_t stream) {
@@ -219,11 +219,14 @@ void turboquant_attention(const TurboQuantAttentionParams& p, const PagedAttenti
   a.partial_tokens = ws.split_tokens;
   a.write_partial = ws.num_splits > 1;
   const int items = ws.num_work_items;
+  // Every item of the step has <= 8 rows: the decode body (a decode-only plan, the longest query x GQA <= 8).
+  const bool decode8 = ws.all_decode && p.max_query_len > 0 &&
+                       int64_t(p.max_query_len) * (p.num_q_heads / p.num_kv_heads) <= 8;
   if (turboquant_attention_uses_tensor_cores(p.head_size)) {
-    if (p.key_bits == 8) launch_tq_preset<8, 4, false>(a, items, stream);
-    else if (p.key_bits == 4) launch_tq_preset<4, 4, true>(a, items, stream);
-    else if (p.value_bits == 4) launch_tq_preset<3, 4, true>(a, items, stream);
-    else launch_tq_preset<3, 3, true>(a, items, stream);
+    if (p.key_bits == 8) launch_tq_preset<8, 4, false>(a, items, decode8, stream);
+    else if (p.key_bits == 4) launch_tq_preset<4, 4, true>(a, items, decode8, stream);
+    else if (p.value_bits == 4) launch_tq_preset<3, 4, true>(a, items, decode8, stream);
+    else launch_tq_preset<3, 3, true>(a, items, decode8, stream);
   } else {
     const TurboQuantLayout L = turboquant_layout(p.key_bits, p.value_bits, p.norm_correction, p.head_size);
     tq_fallback_kernel<<<dim3(unsigned(items), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(a, L);

@@ -45,6 +45,9 @@ struct TurboQuantAttentionParams {
   float scale = 0.f;  // softmax scale
   int layer = 0;      // the model layer: the seed of the key rotation
   float centroids[16] = {};  // turboquant_codebook(key_bits, head_size) (3/4-bit keys)
+  // The longest query of the planned step (0: not known). A decode-only step with max_query_len x GQA <= 8 runs
+  // the decode body (turboquant_cuda_decode.cuh); every other step the general one.
+  int max_query_len = 0;
 };
 
 // True when the tensor-core kernel serves this head size (64, 128, 256); other sizes up to
@@ -52,8 +55,8 @@ struct TurboQuantAttentionParams {
 bool turboquant_attention_uses_tensor_cores(int head_size);
 
 // CTAs of the kernel that serves the preset and head size resident per SM of the current device (its
-// registers and shared memory): the unit the split planner fills the GPU in.
-int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size);
+// registers and shared memory): the unit the split planner fills the GPU in. decode8: the decode body's.
+int turboquant_attention_ctas_per_sm(int key_bits, int value_bits, bool norm_correction, int head_size, bool decode8);
 
 // Launches the kernels of the work list planned in `ws` (plan_paged_attention with the layer's heads and
 // head size). No allocation, no synchronisation: graph-safe.

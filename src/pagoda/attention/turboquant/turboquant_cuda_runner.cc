@@ -27,7 +27,10 @@ class TurboQuantCudaRunner final : public AttentionRunner {
   // many CTAs are the resident CTAs of this kernel (its occupancy: 2 per SM at head size 128 on SM 9.0).
   static int planner_sms(const LayerShape& shape, const RunnerOptions& options, const TurboQuantPreset& p) {
     const int sms = runner_num_sms(options);
-    const int ctas = turboquant_attention_ctas_per_sm(p.key_bits, p.value_bits, p.norm_correction, shape.head_size);
+    // Decode steps, whose splits the planner chooses, run the decode body when GQA <= 8.
+    const bool decode8 = shape.num_q_heads / shape.num_kv_heads <= 8;
+    const int ctas =
+        turboquant_attention_ctas_per_sm(p.key_bits, p.value_bits, p.norm_correction, shape.head_size, decode8);
     return ctas > 0 ? std::max(1, sms * ctas / kDecodeCtasPerSm) : sms;
   }
 
@@ -50,10 +53,12 @@ class TurboQuantCudaRunner final : public AttentionRunner {
     if (graph_batch_ > 0) {
       // The captured grid: graph_batch_ decode sequences, exactly max_splits_ splits whatever their context.
       o.force_splits = true;
+      max_query_len_ = 1;
       plan_paged_attention(graph_decode_batch(graph_batch_), shape_.num_q_heads, shape_.num_kv_heads,
                            shape_.head_size, shape_.dtype, o, ws_, s);
       return;
     }
+    max_query_len_ = batch.query_lens.empty() ? 0 : *std::max_element(batch.query_lens.begin(), batch.query_lens.end());
     plan_paged_attention(AttentionBatchInfo{batch.query_lens, batch.seq_lens}, shape_.num_q_heads,
                          shape_.num_kv_heads, shape_.head_size, shape_.dtype, o, ws_, s);
   }
@@ -81,6 +86,7 @@ class TurboQuantCudaRunner final : public AttentionRunner {
     p.scale = shape_.scale > 0 ? shape_.scale : 1.0f / std::sqrt(float(shape_.head_size));
     p.layer = params.layer;
     for (int i = 0; i < 16; ++i) p.centroids[i] = centroids_[i];
+    p.max_query_len = max_query_len_;
     turboquant_attention(p, ws_, static_cast<cudaStream_t>(stream));
   }
 
@@ -97,6 +103,7 @@ class TurboQuantCudaRunner final : public AttentionRunner {
   float centroids_[16] = {};
   int graph_batch_ = 0;
   int max_splits_ = 1;
+  int max_query_len_ = 0;  // of the planned step
   PagedAttentionWorkspace ws_;
 };
 
