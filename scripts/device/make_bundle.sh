@@ -14,7 +14,7 @@ data=${PAGODA_TEST_DATA:-$root/../shared}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build"
 stage=$(mktemp -d)
-bins=("$build/pagoda" "$build/bench/attention_bench" "$build/bench/quant_gemv_bench")
+bins=("$build/pagoda" "$build/bench/attention_bench" "$build/bench/quant_gemv_bench" "$build/bench/turboquant_bench")
 while IFS= read -r t; do bins+=("$t"); done < <(find "$build/tests" -type f -perm -u+x \
   \( -name '*gpu*_test' -o -name 'ops_cuda_*_test' \) | sort)
 "$root/../shared/tools/device-bundle" "$stage/bundle" "${bins[@]}" >/dev/null

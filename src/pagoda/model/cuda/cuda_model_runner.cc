@@ -10,9 +10,9 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/strings.h"
+#include "pagoda/model/cuda/cuda_kv_cache.h"
 #include "pagoda/model/cuda/cuda_linear.h"
 #include "pagoda/model/cuda/cuda_weights.h"
-#include "pagoda/model/kv_cache_sizing.h"
 #include "pagoda/ops/cuda/activation.h"
 #include "pagoda/ops/cuda/convert.h"
 #include "pagoda/ops/cuda/device_buffer.h"
@@ -45,8 +45,7 @@ struct CudaModelRunner::Impl {
   CudaWeights w;
   DeviceBuffer wscratch;  // quantized weights dequantized for a GEMM (cuda_linear.h)
   LinearContext lin;
-  DeviceBuffer kv;  // [layers][num_blocks, block_size, kv_heads, 2*head_dim]
-  size_t kv_layer_bytes = 0;
+  CudaKvCache kv;  // each layer's paged cache in its group's format
   DeviceBuffer rope_cos, rope_sin;
   int rope_max_pos = 0;
   // Activations for max_num_tokens tokens.
@@ -78,7 +77,6 @@ struct CudaModelRunner::Impl {
   Runners runners;               // eager steps
   std::vector<int> layer_group;  // [num_layers] -> index into a Runners
   int num_sms = 132;
-  DeviceBuffer kscale, vscale;
   // Decode CUDA graphs by padded batch size.
   struct Graph {
     Runners runners;  // one fixed decode work list per group
@@ -244,8 +242,10 @@ void make_attention(CudaModelRunner::Impl& m) {
   m.layer_group.assign(size_t(c.num_layers), -1);
   for (size_t g = 0; g < m.opt.attention.size(); ++g) {
     const AttentionGroup& group = m.opt.attention[g];
-    if (group.shape.dtype != m.opt.dtype || group.shape.kv_dtype != m.opt.kv_dtype ||
-        group.shape.block_size != m.opt.block_size || group.shape.layout != m.opt.layout)
+    // A TurboQuant group's cache holds packed slots (kv_dtype kU8); every other group's, opt.kv_dtype.
+    const bool kv_ok = group.shape.kv_dtype == m.opt.kv_dtype || !group.shape.kv_preset.empty();
+    if (group.shape.dtype != m.opt.dtype || !kv_ok || group.shape.block_size != m.opt.block_size ||
+        group.shape.layout != m.opt.layout)
       throw_config_error("attention layers of ", group.shape.str(), " do not match the model (",
                          dtype_name(m.opt.dtype), ") or the KV cache (", dtype_name(m.opt.kv_dtype), " ",
                          kv_layout_str(m.opt.layout), ", block ", m.opt.block_size, ")");
@@ -263,41 +263,6 @@ void make_attention(CudaModelRunner::Impl& m) {
   if (!m.opt.enforce_eager)
     for (int size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512})
       if (size <= S && size <= T) m.graph_sizes.push_back(size);
-}
-
-// The KV cache from what memory is left under gpu_memory_utilization (kv_cache_sizing.h), zeroed, and the
-// per-layer fp8 scales the RoPE + KV-write kernel reads from device memory.
-void allocate_kv_cache(CudaModelRunner::Impl& m, KvCacheOptions& cache) {
-  const ModelConfig& c = m.cfg;
-  const size_t block_bytes = size_t(m.opt.block_size) * c.num_kv_heads * 2 * c.head_dim * dtype_size(m.opt.kv_dtype);
-  size_t free_b = 0, total_b = 0;
-  PAGODA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  KvCacheSizing sizing;
-  sizing.bytes_per_block = double(block_bytes) * c.num_layers;
-  sizing.budget_bytes = double(total_b) * m.opt.gpu_memory_utilization - double(total_b - free_b) - 64.0 * (1 << 20);
-  sizing.budget_hint = str_cat("weights and activations use ", format_bytes(double(total_b - free_b)), " of ",
-                               format_bytes(double(total_b)), " at --gpu-memory-utilization ",
-                               m.opt.gpu_memory_utilization, "; raise it or lower --max-num-batched-tokens");
-  sizing.num_blocks_override = m.opt.num_blocks_override;
-  const int64_t blocks = kv_cache_blocks(sizing);
-  m.kv_layer_bytes = align_up(size_t(blocks) * block_bytes);
-  m.kv = DeviceBuffer(m.kv_layer_bytes * c.num_layers);
-  // Zeroed once: attention kernels may load whole pages past a sequence's end (masked, but P = 0 times a
-  // NaN bit pattern would still poison O), so every slot holds a finite value from the start.
-  PAGODA_CUDA_CHECK(cudaMemset(m.kv.data(), 0, m.kv_layer_bytes * c.num_layers));
-  cache.num_blocks = blocks;
-  cache.block_size = m.opt.block_size;
-  cache.dtype = m.opt.kv_dtype;
-  cache.layer_scales = m.opt.layer_kv_scales;
-  std::vector<float> ks(size_t(c.num_layers)), vs(size_t(c.num_layers));
-  for (int l = 0; l < c.num_layers; ++l) {
-    ks[size_t(l)] = cache.layer_k_scale(l);
-    vs[size_t(l)] = cache.layer_v_scale(l);
-  }
-  m.kscale = DeviceBuffer(ks.size() * 4);
-  m.vscale = DeviceBuffer(vs.size() * 4);
-  m.kscale.upload(ks.data(), ks.size() * 4);
-  m.vscale.upload(vs.data(), vs.size() * 4);
 }
 
 }  // namespace
@@ -321,7 +286,7 @@ CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptio
   build_rope_tables(m);
   allocate_step_buffers(m);
   make_attention(m);
-  allocate_kv_cache(m, cache_);
+  m.kv = allocate_cuda_kv_cache(m.cfg, m.opt, m.layer_group, cache_);
 }
 
 CudaModelRunner::~CudaModelRunner() {
@@ -345,7 +310,7 @@ void CudaModelRunner::set_profiling(bool on) {
 const std::vector<CudaStepProfile>& CudaModelRunner::step_profiles() const { return impl_->prof.steps; }
 
 uint64_t CudaModelRunner::weight_bytes() const { return impl_->w.buffer.bytes(); }
-uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.bytes(); }
+uint64_t CudaModelRunner::kv_cache_bytes() const { return impl_->kv.data.bytes(); }
 
 std::vector<float> CudaModelRunner::forward(const ForwardBatch& b) {
   Impl& m = *impl_;
@@ -455,14 +420,15 @@ void CudaModelRunner::enqueue_step(int T, int S, int R, const Impl::Runners& run
     rk.num_kv_heads = c.num_kv_heads;
     rk.head_dim = D;
     rk.dtype = dt;
-    rk.kv_cache = static_cast<uint8_t*>(m.kv.data()) + size_t(l) * m.kv_layer_bytes;
+    rk.kv_cache = static_cast<uint8_t*>(m.kv.data.data()) + m.kv.layer_offset[size_t(l)];
     rk.slot_mapping = d_slot;
     rk.num_blocks = int(cache_.num_blocks);
     rk.block_size = bs;
     rk.layout = m.opt.layout;
-    rk.cache_dtype = m.opt.kv_dtype;
-    rk.k_scale = m.kscale.as<float>() + l;
-    rk.v_scale = m.vscale.as<float>() + l;
+    rk.cache_dtype = m.kv.layer_dtype[size_t(l)];
+    rk.turboquant = m.kv.layer_turboquant[size_t(l)];
+    rk.k_scale = m.kv.k_scale.as<float>() + l;
+    rk.v_scale = m.kv.v_scale.as<float>() + l;
     rk.error_flag = d_err;
     rope_kv(rk, m.stream);
     mark(StepOp::kRopeKv);

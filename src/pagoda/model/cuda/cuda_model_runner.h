@@ -23,12 +23,13 @@ namespace pagoda {
 
 struct CudaRunnerOptions {
   DType dtype = DType::kBF16;          // compute dtype: kBF16, kF16 or kF32
-  DType kv_dtype = DType::kBF16;       // == dtype, or kF8E4M3 / kF8E5M2
+  DType kv_dtype = DType::kBF16;       // == dtype, or kF8E4M3 / kF8E5M2 (TurboQuant groups: their own slots)
   std::vector<KvScales> layer_kv_scales;  // fp8 caches: [num_layers] from the checkpoint, or empty (1.0)
   int block_size = 16;
   KvLayout layout = KvLayout::kNHD;
   // The attention of every layer: one group per (backend, shape), each layer in exactly one group, with the
-  // dtype, kv_dtype, layout and block size above.
+  // dtype, kv_dtype, layout and block size above; a group whose shape has a TurboQuant kv_preset keeps its
+  // layers' caches in packed slots (cuda_kv_cache.h).
   std::vector<AttentionGroup> attention;
   bool batch_invariant = false;         // GEMMs: one algorithm per (n, k) whatever the step's row count
   double gpu_memory_utilization = 0.9;  // fraction of the device's memory the process may use in all

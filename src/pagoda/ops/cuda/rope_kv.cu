@@ -2,13 +2,14 @@
 
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/rope_kv.h"
+#include "pagoda/ops/cuda/rope_kv_turboquant.cuh"
 
 namespace pagoda {
 namespace {
 
 using namespace cuda_detail;
 
-enum class CacheKind { kSame, kE4M3, kE5M2 };
+enum class CacheKind { kSame, kE4M3, kE5M2, kTurboQuant };
 
 struct Args {
   void* q;
@@ -28,7 +29,19 @@ struct Args {
   const float* k_scale;
   const float* v_scale;
   int* error_flag;
+  tq_encode::EncodeParams tq;  // kTurboQuant
 };
+
+// The warp barrier of the TurboQuant encoder (rope_kv_turboquant.cuh).
+struct WarpOps {
+  static __device__ __forceinline__ void sync_warp() { __syncwarp(); }
+};
+
+// Shared memory of the TurboQuant path: per warp, the head's k and v as floats and the encoder's scratch.
+constexpr int kTqWarps = 4;
+__host__ __device__ inline int tq_warp_bytes(int head_dim) {
+  return (8 * head_dim + tq_encode::scratch_bytes(head_dim) + 15) / 16 * 16;
+}
 
 // kChunk consecutive elements of T (as raw words) written to the cache as CacheKind: the same bits, or
 // value / scale rounded to FP8 (nearest even, saturating), four per word, element 0 in the lowest byte.
@@ -86,7 +99,7 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(Args a) {
   const bool write = slot >= 0;
   const int hd = a.head_dim, half = hd / 2, cph = half / kChunk;
   const int q_items = a.num_q_heads * cph, rope_items = q_items + a.num_kv_heads * cph;
-  const int items = rope_items + (write ? a.num_kv_heads * (hd / kChunk) : 0);
+  const int items = rope_items + (write && kKind != CacheKind::kTurboQuant ? a.num_kv_heads * (hd / kChunk) : 0);
   const float* cos_row = a.cos + pos * half;
   const float* sin_row = a.sin + pos * half;
 
@@ -125,16 +138,42 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(Args a) {
       floats_to_words<T, kChunk>(o2, w2);
       store_words(x + i0, w1);
       store_words(x + half + i0, w2);
-      if (!is_q && write) {  // the cache gets the rotated k as rounded to T
-        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, i0), w1, k_scale);
-        store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, half + i0), w2, k_scale);
+      if constexpr (kKind != CacheKind::kTurboQuant) {
+        if (!is_q && write) {  // the cache gets the rotated k as rounded to T
+          store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, i0), w1, k_scale);
+          store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, half + i0), w2, k_scale);
+        }
       }
-    } else {
+    } else if constexpr (kKind != CacheKind::kTurboQuant) {
       const int j = it - rope_items, per_head = hd / kChunk;
       const int head = j / per_head, i0 = (j - head * per_head) * kChunk;
       uint32_t vw[W];
       load_words(static_cast<const T*>(a.v) + token * a.v_stride + int64_t(head) * hd + i0, vw);
       store_cache<T, kKind, kChunk>(a.cache, cache_offset(head, hd + i0), vw, v_scale);
+    }
+  }
+  if constexpr (kKind == CacheKind::kTurboQuant) {
+    // Each warp encodes whole KV heads from the rotated k this block just wrote and the v row.
+    if (!write) return;
+    __syncthreads();  // the block's k rows are written
+    extern __shared__ uint4 tq_smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    uint8_t* mine = reinterpret_cast<uint8_t*>(tq_smem) + warp * tq_warp_bytes(hd);
+    float* kf = reinterpret_cast<float*>(mine);
+    float* vf = kf + hd;
+    uint8_t* scratch = mine + 8 * hd;
+    const int64_t blk = slot / a.block_size, off = slot % a.block_size;
+    for (int head = warp; head < a.num_kv_heads; head += nwarps) {
+      const T* kr = static_cast<const T*>(a.k) + token * a.k_stride + int64_t(head) * hd;
+      const T* vr = static_cast<const T*>(a.v) + token * a.v_stride + int64_t(head) * hd;
+      for (int i = lane; i < hd; i += 32) {
+        kf[i] = to_f32(kr[i]);
+        vf[i] = to_f32(vr[i]);
+      }
+      __syncwarp();
+      uint8_t* dst = static_cast<uint8_t*>(a.cache) +
+                     ((blk * a.num_kv_heads + head) * a.block_size + off) * a.tq.layout.slot_bytes;
+      tq_encode::encode_slot<WarpOps>(a.tq, kf, vf, dst, scratch, lane);
     }
   }
 }
@@ -145,7 +184,12 @@ void launch(const Args& a, int num_tokens, cudaStream_t stream) {
   const int items = (a.num_q_heads + a.num_kv_heads) * cph + (a.cache ? a.num_kv_heads * 2 * cph : 0);
   int threads = (items + 31) / 32 * 32;
   threads = threads > 256 ? 256 : threads;
-  rope_kv_kernel<T, kKind, kChunk><<<unsigned(num_tokens), threads, 0, stream>>>(a);
+  size_t smem = 0;
+  if constexpr (kKind == CacheKind::kTurboQuant) {
+    threads = 32 * kTqWarps;
+    smem = size_t(kTqWarps) * tq_warp_bytes(a.head_dim);
+  }
+  rope_kv_kernel<T, kKind, kChunk><<<unsigned(num_tokens), threads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -188,19 +232,33 @@ void rope_kv(const RopeKvParams& p, cudaStream_t stream) {
     PAGODA_CHECK(p.num_blocks > 0 && p.block_size > 0, "rope_kv: num_blocks ", p.num_blocks, " block_size ", p.block_size);
     if (p.cache_dtype == DType::kF8E4M3) kind = CacheKind::kE4M3;
     else if (p.cache_dtype == DType::kF8E5M2) kind = CacheKind::kE5M2;
+    else if (p.cache_dtype == DType::kU8) kind = CacheKind::kTurboQuant;
     else
       PAGODA_CHECK(p.cache_dtype == p.dtype, "rope_kv: cache dtype ", dtype_name(p.cache_dtype),
                    " must be the model dtype ", dtype_name(p.dtype), " or an FP8 type");
   }
-  const Args a{p.q, p.k, p.v, qs, ks, vs, p.positions, p.cos, p.sin, p.max_position, p.num_q_heads, p.num_kv_heads, hd,
-               p.kv_cache, p.slot_mapping, int64_t(p.num_blocks) * p.block_size, p.block_size,
-               p.layout == KvLayout::kHND, p.k_scale, p.v_scale, p.error_flag};
+  Args a{p.q, p.k, p.v, qs, ks, vs, p.positions, p.cos, p.sin, p.max_position, p.num_q_heads, p.num_kv_heads, hd,
+         p.kv_cache, p.slot_mapping, int64_t(p.num_blocks) * p.block_size, p.block_size,
+         p.layout == KvLayout::kHND, p.k_scale, p.v_scale, p.error_flag, {}};
+  if (kind == CacheKind::kTurboQuant) {
+    const auto& t = p.turboquant;
+    const bool preset = (t.key_bits == 3 || t.key_bits == 4 || t.key_bits == 8) && (t.value_bits == 3 || t.value_bits == 4);
+    PAGODA_CHECK(preset, "rope_kv: a TurboQuant cache needs 3/4/8-bit keys and 3/4-bit values, got ", t.key_bits, "/",
+                 t.value_bits);
+    PAGODA_CHECK(p.dtype != DType::kF32, "rope_kv: a TurboQuant cache under a float32 model");
+    a.tq.layout = turboquant_layout(t.key_bits, t.value_bits, t.norm_correction, hd);
+    a.tq.layer = t.layer;
+    for (int i = 0; i < 15; ++i) a.tq.boundaries[i] = t.boundaries[i];
+  }
   cuda_detail::dispatch_model_dtype(p.dtype, "rope_kv", [&](auto tag) {
     using T = decltype(tag);
     switch (kind) {
       case CacheKind::kSame: launch_chunk<T, CacheKind::kSame>(a, p.num_tokens, stream); return;
       case CacheKind::kE4M3: launch_chunk<T, CacheKind::kE4M3>(a, p.num_tokens, stream); return;
       case CacheKind::kE5M2: launch_chunk<T, CacheKind::kE5M2>(a, p.num_tokens, stream); return;
+      case CacheKind::kTurboQuant:
+        if constexpr (sizeof(T) == 2) launch_chunk<T, CacheKind::kTurboQuant>(a, p.num_tokens, stream);
+        return;
     }
   });
 }

@@ -12,6 +12,9 @@
 // block * block_size + offset; a negative slot means "do not write" (padding). The cache holds the model
 // dtype, or FP8 E4M3 / E5M2 with per-tensor scales: stored = value / scale, saturated to the largest finite
 // value, rounded to nearest even (the K written is the rounded, rotated k that is left in `k`).
+// A TurboQuant cache (cache_dtype kU8 with `turboquant` set) holds one packed slot per (token, KV head), laid out
+// [num_blocks][num_kv_heads][block_size][slot_bytes] whatever `layout` says (spec §10): the rounded, rotated k
+// and v are encoded as core/turboquant.h defines, bitwise as its float64 model does.
 //
 // PRECOND (checked, pagoda::Error otherwise): head_dim is a multiple of 8 in [8, 512] (all of 32..256 that
 // are multiples of 8; multiples of 16 take 16-byte accesses for 16-bit dtypes, the others 8-byte ones);
@@ -71,9 +74,17 @@ struct RopeKvParams {
   const int64_t* slot_mapping = nullptr;  // [tokens], device; < 0: skip the token
   int num_blocks = 0, block_size = 0;
   KvLayout layout = KvLayout::kNHD;
-  DType cache_dtype = DType::kBF16;     // == dtype, or kF8E4M3 / kF8E5M2
+  DType cache_dtype = DType::kBF16;     // == dtype, or kF8E4M3 / kF8E5M2, or kU8 (TurboQuant)
   const float* k_scale = nullptr;       // device scalar, FP8 caches only (nullptr: 1.0)
   const float* v_scale = nullptr;
+  // The TurboQuant preset of a kU8 cache (core/turboquant.h) and the layer that seeds the key rotation.
+  struct TurboQuant {
+    int key_bits = 0;  // 3, 4 or 8 (FP8 keys)
+    int value_bits = 0;  // 3 or 4
+    bool norm_correction = false;
+    int layer = 0;
+    float boundaries[15] = {};  // turboquant_boundaries(turboquant_codebook(key_bits, head_dim)); 3/4-bit keys
+  } turboquant;
 
   // Optional device int: set to 1 when a token's position is outside [0, max_position) or its slot is
   // outside the cache. Such a token is left untouched (no rotation, no cache write).

@@ -1,0 +1,6 @@
+// The tensor-core TurboQuant kernel of preset turboquant_4bit_nc (keys 4 bits, values 4 bits), head sizes 64, 128, 256.
+#include "pagoda/attention/turboquant/turboquant_cuda_launch.cuh"
+
+namespace pagoda::tq_detail {
+PAGODA_TQ_INSTANTIATE(4, 4, true)
+}  // namespace pagoda::tq_detail
