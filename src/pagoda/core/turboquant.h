@@ -145,8 +145,12 @@ PAGODA_TQ_HD void turboquant_chunk(int head_size, int c, int* begin, int* size) 
 // uses the Gaussian limit), computed in double by Lloyd's iteration to a fixed point and rounded to float.
 // bits in {3, 4}. Deterministic: the same numbers on every machine.
 std::vector<float> turboquant_codebook(int bits, int head_size);
-// The 2^bits - 1 decision boundaries: midpoints of consecutive centroids.
+// The 2^bits - 1 decision boundaries: midpoints of consecutive centroids, each rounded once to float (the
+// values every encoder compares against).
 std::vector<float> turboquant_boundaries(const std::vector<float>& codebook);
+// The mean squared error per coordinate, E[(x - Q(x))^2] for x of the codebook's density (unit variance), of
+// the float codebook with its float boundaries: the distortion a random unit vector's coordinates suffer.
+double turboquant_codebook_mse(int bits, int head_size);
 
 // ---- the float64 model of the format (the oracle of the tests) ----
 
@@ -159,6 +163,10 @@ void turboquant_encode_reference(const TurboQuantLayout& layout, const std::vect
 // coordinates (H s)^T k~^, and the value, each head_size doubles (any may be null).
 void turboquant_decode_reference(const TurboQuantLayout& layout, const std::vector<float>& codebook, int layer,
                                  const uint8_t* slot, double* k_rotated, double* k, double* v);
+// Round a double to nearest even in fp16 (saturating at +-65504) and in FP8 E4M3 (saturating at +-448), the
+// format's two roundings. Finite inputs only.
+uint16_t turboquant_f16_from_double(double x);
+uint8_t turboquant_e4m3_from_double(double x);
 // x <- H (s . x) and its inverse, in double, for `layer` (head_size = the length of x).
 void turboquant_rotate_reference(int layer, double* x, int head_size);
 void turboquant_unrotate_reference(int layer, double* x, int head_size);
