@@ -30,60 +30,84 @@ constexpr int kMaxPartialsPerThread = kItemsPerThread + kItemsPerThread / 2;
 
 int group_of(const TurboQuantCpuShape& sh) { return sh.num_q_heads / sh.num_kv_heads; }
 
-TQ_INLINE float dot(const float* a, const float* b, int n) {
-  v8f acc = {};
-  const int n8 = n & ~7;
-  for (int i = 0; i < n8; i += 8) acc += load8(a + i) * load8(b + i);
-  float s = hsum(acc);
-  for (int i = n8; i < n; ++i) s += a[i] * b[i];
-  return s;
+// acc = acc * corr + sum_j w[j] v[j], v rows of stride d, NV vectors of acc held in registers over the keys.
+template <int NV>
+TQ_INLINE void accumulate_chunk(float* acc, float corr, const float* w, const float* v, int n, int d) {
+  v8f a[NV];
+  for (int k = 0; k < NV; ++k) a[k] = load8(acc + 8 * k) * corr;
+  for (int j = 0; j < n; ++j) {
+    const float wj = w[j];
+    const float* vr = v + size_t(j) * size_t(d);
+    for (int k = 0; k < NV; ++k) a[k] += wj * load8(vr + 8 * k);
+  }
+  for (int k = 0; k < NV; ++k) store8(acc + 8 * k, a[k]);
 }
-
-// acc = acc * corr (corr != 1) then acc += w * x, over n floats.
-TQ_INLINE void axpy(float* acc, float w, const float* x, int n) {
-  const int n8 = n & ~7;
-  for (int i = 0; i < n8; i += 8) store8(acc + i, load8(acc + i) + w * load8(x + i));
-  for (int i = n8; i < n; ++i) acc[i] += w * x[i];
-}
-TQ_INLINE void scale_row(float* acc, float c, int n) {
-  const int n8 = n & ~7;
-  for (int i = 0; i < n8; i += 8) store8(acc + i, load8(acc + i) * c);
-  for (int i = n8; i < n; ++i) acc[i] *= c;
+TQ_INLINE void accumulate(float* acc, float corr, const float* w, const float* v, int n, int d) {
+  int i = 0;
+  for (; i + 64 <= d; i += 64) accumulate_chunk<8>(acc + i, corr, w, v + i, n, d);
+  switch ((d - i) / 8) {
+    case 7: accumulate_chunk<7>(acc + i, corr, w, v + i, n, d); break;
+    case 6: accumulate_chunk<6>(acc + i, corr, w, v + i, n, d); break;
+    case 5: accumulate_chunk<5>(acc + i, corr, w, v + i, n, d); break;
+    case 4: accumulate_chunk<4>(acc + i, corr, w, v + i, n, d); break;
+    case 3: accumulate_chunk<3>(acc + i, corr, w, v + i, n, d); break;
+    case 2: accumulate_chunk<2>(acc + i, corr, w, v + i, n, d); break;
+    case 1: accumulate_chunk<1>(acc + i, corr, w, v + i, n, d); break;
+    default: break;
+  }
+  for (i += (d - i) / 8 * 8; i < d; ++i) {
+    float a = acc[i] * corr;
+    for (int j = 0; j < n; ++j) a += w[j] * v[size_t(j) * size_t(d) + size_t(i)];
+    acc[i] = a;
+  }
 }
 
 // Keys and values of rows [o0, o1) of one (block, KV head) into the thread's tiles: centroids (or FP8 keys)
 // and the key factor norm / ||c|| (or norm / sqrt(d), or 1 for FP8), value codes as floats, scale and zero.
-template <int KB, int VB>
+// D: the head size when it is a compile-time constant (64, 128), else 0 (read from the layout).
+template <int KB, int VB, int D>
 TQ_INLINE void decode_block(const TurboQuantCpuShape& sh, const uint8_t* slot0, int rows, TurboQuantCpuThreadScratch& th) {
   const TurboQuantLayout& L = sh.layout;
-  const int d = L.head_size, d8 = d & ~7;
+  const int d = D ? D : L.head_size, d8 = d & ~7;
+  const int64_t sb = L.slot_bytes;
   v8f lo = {}, hi = {};
   if constexpr (KB != 8) {
     lo = load8(sh.centroid_lut);
     hi = load8(sh.centroid_lut + 8);
   }
   const float inv_sqrt_d = float(1 / std::sqrt(double(d)));
+  // ||c||^2 of 8 keys at a time: their vector sums reduced together, then 8 square roots and divisions.
+  v8f ss[8];
+  float tail[8] = {};
   for (int j = 0; j < rows; ++j) {
-    const uint8_t* slot = slot0 + int64_t(j) * L.slot_bytes;
+    const uint8_t* slot = slot0 + j * sb;
     float* kr = th.k.data() + size_t(j) * size_t(d);
     if constexpr (KB == 8) {
       for (int i = 0; i < d8; i += 8) store8(kr + i, e4m3x8(slot + i));
       for (int i = d8; i < d; ++i) kr[i] = f8e4m3_to_f32(slot[i]);
       th.kf[size_t(j)] = 1.0f;
     } else {
-      v8f ss = {};
+      v8f sq = {};
       for (int i = 0; i < d8; i += 8) {
         const v8f c = centroids8<KB>(codes8<KB>(slot, i), lo, hi);
         store8(kr + i, c);
-        ss += c * c;
+        sq += c * c;
       }
-      float sq = hsum(ss);
+      ss[j & 7] = sq;
+      tail[j & 7] = 0;
       for (int i = d8; i < d; ++i) {
         kr[i] = sh.centroid_lut[code_at<KB>(slot, i)];
-        sq += kr[i] * kr[i];
+        tail[j & 7] += kr[i] * kr[i];
       }
-      const float norm = f16_field(slot + L.key_norm_offset);
-      th.kf[size_t(j)] = L.norm_correction ? norm / std::sqrt(sq) : norm * inv_sqrt_d;
+      if ((j & 7) == 7 || j == rows - 1) {
+        const int j0 = j & ~7, n = j - j0 + 1;
+        for (int k = n; k < 8; ++k) ss[k] = v8f{} + 1.0f;
+        const v8f sum = reduce8(ss);
+        for (int k = 0; k < n; ++k) {
+          const float norm = f16_field(slot0 + (j0 + k) * sb + L.key_norm_offset);
+          th.kf[size_t(j0 + k)] = L.norm_correction ? norm / std::sqrt(sum[k] + tail[k]) : norm * inv_sqrt_d;
+        }
+      }
     }
     const uint8_t* vc = slot + L.value_offset;
     float* vr = th.v.data() + size_t(j) * size_t(d);
@@ -94,11 +118,39 @@ TQ_INLINE void decode_block(const TurboQuantCpuShape& sh, const uint8_t* slot0, 
   }
 }
 
-template <int KB, int VB>
+// sc[j] = (q . k_j) kf_j for the tile's keys j < n, 8 keys at a time (their 8 dot products reduced together);
+// sc[n .. n rounded up to 8) = -inf. Returns max_j sc[j]. Tile rows past n are finite (zeroed at allocation,
+// or older keys), so the padding lanes compute garbage that is then overwritten.
+template <int D>
+TQ_INLINE float scores(const float* q, const float* kt, const float* kf, int n, int d_rt, float* sc) {
+  const int d = D ? D : d_rt, d8 = d & ~7;
+  v8f vmax = v8f{} - std::numeric_limits<float>::infinity();
+  for (int j0 = 0; j0 < n; j0 += 8) {
+    v8f acc[8] = {};
+    const float* k0 = kt + size_t(j0) * size_t(d);
+    for (int i = 0; i < d8; i += 8) {
+      const v8f qv = load8(q + i);
+      for (int k = 0; k < 8; ++k) acc[k] += qv * load8(k0 + size_t(k) * size_t(d) + size_t(i));
+    }
+    v8f s = reduce8(acc);
+    for (int i = d8; i < d; ++i)
+      for (int k = 0; k < 8; ++k) s[k] += q[i] * k0[size_t(k) * size_t(d) + size_t(i)];
+    s *= load8(kf + j0);
+    if (j0 + 8 > n)
+      for (int k = n - j0; k < 8; ++k) s[k] = -std::numeric_limits<float>::infinity();
+    store8(sc + j0, s);
+    vmax = vmax > s ? vmax : s;
+  }
+  float m = vmax[0];
+  for (int k = 1; k < 8; ++k) m = std::max(m, vmax[k]);
+  return m;
+}
+
+template <int KB, int VB, int D>
 TQ_CPU_MULTIVERSION void run_item(const TurboQuantCpuShape& sh, const TurboQuantCpuParams& p, const uint32_t* signs,
                                   const TurboQuantCpuItem& w, TurboQuantCpuThreadScratch& th, float* partial) {
   const TurboQuantLayout& L = sh.layout;
-  const int d = L.head_size, bs = sh.block_size, nkv = sh.num_kv_heads, group = group_of(sh);
+  const int d = D ? D : L.head_size, bs = sh.block_size, nkv = sh.num_kv_heads, group = group_of(sh);
   const int32_t q0 = p.query_start_loc[w.seq];
   const int32_t q_len = p.query_start_loc[w.seq + 1] - q0;
   const int32_t first_pos = p.seq_lens[w.seq] - q_len;
@@ -126,30 +178,36 @@ TQ_CPU_MULTIVERSION void run_item(const TurboQuantCpuShape& sh, const TurboQuant
     const int32_t base = b * bs;
     const int o0 = std::max(k_lo, base) - base;
     const int o1 = std::min(k_hi + 1, base + bs) - base;
-    decode_block<KB, VB>(sh, cache + ((block * nkv + w.kv_head) * bs + o0) * L.slot_bytes, o1 - o0, th);
+    if (b + 1 <= k_hi / bs) {  // the next block of this head: its lines are in flight while this one computes
+      const int64_t next = p.block_tables[int64_t(w.seq) * p.max_blocks_per_seq + b + 1];
+      const uint8_t* nb = cache + (next * nkv + w.kv_head) * bs * L.slot_bytes;
+      for (int64_t off = 0; off < int64_t(bs) * L.slot_bytes; off += 64) __builtin_prefetch(nb + off);
+    }
+    decode_block<KB, VB, D>(sh, cache + ((block * nkv + w.kv_head) * bs + o0) * L.slot_bytes, o1 - o0, th);
     for (int ti = 0; ti < ntok; ++ti) {
       const int n = std::min(pos_of(w.t_begin + ti) + 1, base + o1) - base - o0;  // keys [o0, o0 + n)
       if (n <= 0) continue;
       for (int g = 0; g < group; ++g) {
         const int r = ti * group + g;
         const float* q = th.q.data() + size_t(r) * size_t(d);
-        float bmax = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < n; ++j) {
-          const float s = dot(q, th.k.data() + size_t(j) * size_t(d), d) * th.kf[size_t(j)];
-          th.scores[size_t(j)] = s;
-          bmax = std::max(bmax, s);
+        float* sc = th.scores.data();
+        const float bmax = scores<D>(q, th.k.data(), th.kf.data(), n, d, sc);
+        const int n8 = (n + 7) & ~7;
+        const float m_old = th.m[size_t(r)];
+        const float m_new = std::max(m_old, bmax);
+        const float corr = std::exp(m_old - m_new);  // 0 for the first block (m_old = -inf)
+        // p_j = exp(s_j - m_new); the weights of the value codes p_j scale_j; sums of p_j and p_j zero_j.
+        float* pw = th.pw.data();
+        v8f lsum = {}, zsum = {};
+        for (int j = 0; j < n8; j += 8) {
+          const v8f e = exp8(load8(sc + j) - m_new);
+          lsum += e;
+          zsum += e * load8(th.vz.data() + j);
+          store8(pw + j, e * load8(th.vs.data() + j));
         }
-        const float m_new = std::max(th.m[size_t(r)], bmax);
-        const float corr = std::exp(th.m[size_t(r)] - m_new);
-        float* acc = th.acc.data() + size_t(r) * size_t(d);
-        float l = th.l[size_t(r)] * corr, z = th.z[size_t(r)] * corr;
-        if (corr != 1.0f) scale_row(acc, corr, d);
-        for (int j = 0; j < n; ++j) {
-          const float pj = std::exp(th.scores[size_t(j)] - m_new);
-          l += pj;
-          z += pj * th.vz[size_t(j)];
-          axpy(acc, pj * th.vs[size_t(j)], th.v.data() + size_t(j) * size_t(d), d);
-        }
+        const float l = th.l[size_t(r)] * corr + hsum(lsum);
+        const float z = th.z[size_t(r)] * corr + hsum(zsum);
+        accumulate(th.acc.data() + size_t(r) * size_t(d), corr, pw, th.v.data(), n, d);
         th.l[size_t(r)] = l;
         th.z[size_t(r)] = z;
         th.m[size_t(r)] = m_new;
@@ -176,11 +234,20 @@ TQ_CPU_MULTIVERSION void run_item(const TurboQuantCpuShape& sh, const TurboQuant
 using ItemFn = void (*)(const TurboQuantCpuShape&, const TurboQuantCpuParams&, const uint32_t*, const TurboQuantCpuItem&,
                         TurboQuantCpuThreadScratch&, float*);
 
+template <int KB, int VB>
+ItemFn item_fn_of(int head_size) {
+  switch (head_size) {
+    case 64: return run_item<KB, VB, 64>;
+    case 128: return run_item<KB, VB, 128>;
+    default: return run_item<KB, VB, 0>;
+  }
+}
+
 ItemFn item_fn(const TurboQuantLayout& L) {
-  if (L.key_bits == 8 && L.value_bits == 4) return run_item<8, 4>;
-  if (L.key_bits == 4 && L.value_bits == 4) return run_item<4, 4>;
-  if (L.key_bits == 3 && L.value_bits == 4) return run_item<3, 4>;
-  if (L.key_bits == 3 && L.value_bits == 3) return run_item<3, 3>;
+  if (L.key_bits == 8 && L.value_bits == 4) return item_fn_of<8, 4>(L.head_size);
+  if (L.key_bits == 4 && L.value_bits == 4) return item_fn_of<4, 4>(L.head_size);
+  if (L.key_bits == 3 && L.value_bits == 4) return item_fn_of<3, 4>(L.head_size);
+  if (L.key_bits == 3 && L.value_bits == 3) return item_fn_of<3, 3>(L.head_size);
   PAGODA_CHECK(false, "turboquant: no CPU attention for ", L.key_bits, "-bit keys and ", L.value_bits, "-bit values");
   return nullptr;
 }
@@ -237,15 +304,19 @@ TurboQuantCpuWorkspace::TurboQuantCpuWorkspace(const TurboQuantCpuShape& sh, int
   const size_t d = size_t(sh.layout.head_size), bs = size_t(sh.block_size), group = size_t(group_of(sh));
   const size_t rows = kQueryTile * group;
   partial_floats_ = group * (d + 3);
+  // Per-key arrays and the key tile padded to a multiple of 8 keys (the scores and the softmax work 8 keys at a
+  // time; the padding stays finite: zeroed here, later older keys).
+  const size_t bs8 = (bs + 7) / 8 * 8;
   for (int i = 0; i < num_threads_; ++i) {
     auto t = std::make_unique<TurboQuantCpuThreadScratch>();
     t->q.resize(rows * d);
-    t->k.resize(bs * d);
+    t->k.resize(bs8 * d);  // rows up to a multiple of 8: the scores read 8 keys at a time
     t->v.resize(bs * d);
-    t->kf.resize(bs);
-    t->vs.resize(bs);
-    t->vz.resize(bs);
-    t->scores.resize(bs);
+    t->kf.resize(bs8);
+    t->vs.resize(bs8);
+    t->vz.resize(bs8);
+    t->scores.resize(bs8);
+    t->pw.resize(bs8);
     t->m.resize(rows);
     t->l.resize(rows);
     t->z.resize(rows);

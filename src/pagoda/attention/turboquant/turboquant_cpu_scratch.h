@@ -11,8 +11,8 @@ namespace pagoda {
 struct TurboQuantCpuThreadScratch {
   std::vector<float> q;              // [rows, d] rotated, scaled queries of the work item
   std::vector<float> k, v;           // [block_size, d] decoded centroids (or FP8 keys) and value codes
-  std::vector<float> kf, vs, vz;     // [block_size] key factor (norm / ||c||), value scale, value zero
-  std::vector<float> scores;         // [block_size]
+  std::vector<float> kf, vs, vz;     // [block_size rounded up to 8] key factor (norm / ||c||), value scale, value zero
+  std::vector<float> scores, pw;     // [block_size] scores, then p_j * scale_j
   std::vector<float> m, l, z;        // [rows] running max, denominator, sum p * zero
   std::vector<float> acc;            // [rows, d] running sum (p * scale) * code
   std::vector<float> rot;            // [d] the encoder's rotated key

@@ -33,6 +33,18 @@ TQ_INLINE v8f load8(const float* p) {
   return x;
 }
 TQ_INLINE void store8(float* p, v8f x) { std::memcpy(p, &x, sizeof x); }
+// Lane k of the result: the sum of the 8 lanes of a[k] (8 horizontal sums in 7 adds and 14 shuffles).
+TQ_INLINE v8f reduce8(const v8f* a) {
+  v8f t[4], u[2];
+  for (int k = 0; k < 4; ++k)
+    t[k] = __builtin_shuffle(a[2 * k], a[2 * k + 1], v8i{0, 8, 2, 10, 4, 12, 6, 14}) +
+           __builtin_shuffle(a[2 * k], a[2 * k + 1], v8i{1, 9, 3, 11, 5, 13, 7, 15});
+  for (int k = 0; k < 2; ++k)
+    u[k] = __builtin_shuffle(t[2 * k], t[2 * k + 1], v8i{0, 1, 8, 9, 4, 5, 12, 13}) +
+           __builtin_shuffle(t[2 * k], t[2 * k + 1], v8i{2, 3, 10, 11, 6, 7, 14, 15});
+  return __builtin_shuffle(u[0], u[1], v8i{0, 1, 2, 3, 8, 9, 10, 11}) +
+         __builtin_shuffle(u[0], u[1], v8i{4, 5, 6, 7, 12, 13, 14, 15});
+}
 TQ_INLINE float hsum(v8f a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); }
 TQ_INLINE uint32_t load_u32(const uint8_t* p) {
   uint32_t w;
@@ -71,12 +83,12 @@ TQ_INLINE uint8_t f32_to_e4m3_sat(float f) {
 // 8 FP8 E4M3 bytes -> floats: exponent and mantissa shifted into float position are the value times 2^-120
 // (subnormals included); NaN does not occur (the encoder saturates).
 TQ_INLINE v8f e4m3x8(const uint8_t* p) {
-  uint8_t b[8];
-  std::memcpy(b, p, 8);
-  typedef uint8_t v8b __attribute__((vector_size(8)));
-  v8b raw;
-  std::memcpy(&raw, b, 8);
-  const v8u x = __builtin_convertvector(raw, v8u);
+  typedef uint64_t v4du __attribute__((vector_size(32)));
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  v8u x = v8u(v4du{} + w);                                // the two 32-bit halves, alternating
+  x = __builtin_shuffle(x, v8u{0, 0, 0, 0, 1, 1, 1, 1});  // byte k of the 8 in lane k's low bits after the shift
+  x = (x >> v8u{0, 8, 16, 24, 0, 8, 16, 24}) & 0xffu;
   const v8u mag = (x & 0x7fu) << 20, sign = (x & 0x80u) << 24;
   v8f f;
   std::memcpy(&f, &mag, sizeof f);
@@ -86,6 +98,25 @@ TQ_INLINE v8f e4m3x8(const uint8_t* p) {
   fb |= sign;
   std::memcpy(&f, &fb, sizeof f);
   return f;
+}
+
+// exp(x) of 8 floats x <= 0 (Cephes' expf: n = round(x log2 e), a degree-6 polynomial of the remainder, 2^n
+// by the exponent field): within 2 ulp of exp; 0 below -87 (where exp(x) < 2^-125; -inf gives 0).
+TQ_INLINE v8f exp8(v8f x0) {
+  const v8f x = x0 < -87.0f ? v8f{} - 87.0f : x0;
+  const v8f magic = v8f{} + 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to nearest integer
+  const v8f n = (x * 1.44269504088896341f + magic) - magic;
+  const v8f r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  v8f y = r * 1.9875691500E-4f + 1.3981999507E-3f;
+  y = y * r + 8.3334519073E-3f;
+  y = y * r + 4.1665795894E-2f;
+  y = y * r + 1.6666665459E-1f;
+  y = y * r + 5.0000001201E-1f;
+  y = (y * (r * r) + r) + 1.0f;
+  const v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;  // n in [-126, 0]: a normal power of two
+  v8f pow2;
+  std::memcpy(&pow2, &e, sizeof pow2);
+  return x0 < -87.0f ? v8f{} : y * pow2;
 }
 
 // Codes i .. i+7 of a b-bit little-endian stream as integers, i % 8 == 0. Reads 4 bytes at byte i * b / 8:
