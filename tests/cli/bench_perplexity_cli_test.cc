@@ -167,6 +167,27 @@ TEST(BenchPerplexityCli, Fp8AgainstAutoOnTheBuiltinModel) {
   for (const Json& d : f["greedy_first_divergence"]) EXPECT_TRUE(d.get<int>() >= 0 && d.get<int>() <= 8);
 }
 
+// The four TurboQuant presets through the CPU runner on the built-in model: 26 of its 30 layers packed (the
+// first and last two keep bfloat16, spec §3.7). As for fp8 above, the bounds separate a working cache from
+// a broken one (KL of nats, top-1 near chance); the 8-bit keys of k8v4 must move the distributions less
+// than the 3-bit keys and values of 3bit_nc (measured apart by more than 10x).
+TEST(BenchPerplexityCli, TurboQuantPresetsOnTheBuiltinModel) {
+  SKIP_WITHOUT_TEXT();
+  if (!fs::exists(model_cache_dir() / kDefaultModelFile))
+    GTEST_SKIP() << "the built-in model is not in the model cache: run scripts/fetch-models.sh";
+  Json j = run_json(std::string("-f ") + kText + " --ctx-size 128 --chunks 1 --kv-cache-dtype turboquant_k8v4,"
+                    "turboquant_4bit_nc,turboquant_k3v4_nc,turboquant_3bit_nc");
+  ASSERT_EQ(j["results"].size(), 5u);
+  for (size_t i = 1; i < 5; ++i) {
+    const Json& r = j["results"][i];
+    EXPECT_EQ(r["stored_as"], "packed; 4 at bfloat16") << r["kv_cache_dtype"];
+    EXPECT_GT(r["kl_mean"].get<double>(), 0.0) << r["kv_cache_dtype"];
+    EXPECT_LT(r["kl_mean"].get<double>(), 1.0) << r["kv_cache_dtype"];
+    EXPECT_GT(r["top1_agreement"].get<double>(), 0.5) << r["kv_cache_dtype"];
+  }
+  EXPECT_LT(j["results"][1]["kl_mean"].get<double>(), j["results"][4]["kl_mean"].get<double>());
+}
+
 TEST(BenchPerplexityCli, Errors) {
   auto r = run_pagoda("bench perplexity --help");
   EXPECT_EQ(r.exit_code, 0);

@@ -121,11 +121,15 @@ class ProgressBar {
   Clock::time_point start_, drawn_;
 };
 
-// The element type a dtype stores, for the report ("bfloat16" for `auto` over a bf16 model; the preset itself
-// for the packed turboquant_* caches).
+// What a dtype's cache stores, for the report: the element type ("bfloat16" for `auto` over a bf16 model) or
+// "packed" (turboquant_* slots), and how many layers keep an `auto` cache (TurboQuant's boundary layers,
+// spec §3.7, and --kv-cache-dtype-skip-layers).
 std::string stored_as(const Contender& c) {
   const DType d = kv_cache_element_dtype(c.setup.kv_cache_dtype, c.setup.model_dtype);
-  return d == DType::kU8 ? c.setup.kv_cache_dtype : std::string(dtype_name(d));
+  int kept = 0;
+  for (const std::string& l : c.setup.layer_kv_cache_dtypes) kept += l != c.setup.kv_cache_dtype;
+  const std::string s = d == DType::kU8 ? "packed" : std::string(dtype_name(d));
+  return kept == 0 ? s : s + "; " + std::to_string(kept) + " at " + std::string(dtype_name(c.setup.model_dtype));
 }
 
 }  // namespace
@@ -191,18 +195,20 @@ int run_bench_perplexity(const std::vector<std::string>& raw) {
   }
   if (!args.scheduler.max_num_batched_tokens) args.scheduler.max_num_batched_tokens = std::max(8192, o.ctx);
   args.scheduler.max_num_seqs = std::max(args.scheduler.max_num_seqs, o.greedy_prompts);
+  // The arguments of one dtype's engine: --kv-cache-dtype-skip-layers applies to the quantized ones only.
+  auto args_of = [&](const std::string& dtype) {
+    EngineArgs a = args;
+    a.cache.kv_cache_dtype = dtype;
+    if (dtype == "auto") a.cache.kv_cache_dtype_skip_layers.clear();
+    return a;
+  };
   std::vector<Contender> cs(dtypes.size());
   for (size_t i = 0; i < dtypes.size(); ++i) {
-    EngineArgs a = args;
-    a.cache.kv_cache_dtype = dtypes[i];
     cs[i].dtype = dtypes[i];
-    cs[i].validated = validate_engine_command(a);
+    cs[i].validated = validate_engine_command(args_of(dtypes[i]));
   }
-  for (size_t i = 0; i < cs.size(); ++i) {
-    EngineArgs a = args;
-    a.cache.kv_cache_dtype = cs[i].dtype;
-    cs[i].setup = setup_engine(a, cs[i].validated, i == 0 ? nullptr : &cs[0].setup.model);
-  }
+  for (size_t i = 0; i < cs.size(); ++i)
+    cs[i].setup = setup_engine(args_of(cs[i].dtype), cs[i].validated, i == 0 ? nullptr : &cs[0].setup.model);
   EngineSetup& base = cs[0].setup;
   if (!base.tokenizer) throw_config_error("model ", base.model_name, " has no tokenizer: give one with --tokenizer");
   if (o.ctx > base.max_model_len)
@@ -317,7 +323,7 @@ int run_bench_perplexity(const std::vector<std::string>& raw) {
   const int64_t scored = cs[0].count;
   std::printf("model %s  text %s (%lld tokens)  %d chunks of %d tokens, %lld scored  device %s\n", base.model_name.c_str(),
               o.file.c_str(), (long long)n_tokens, n_chunks, o.ctx, (long long)scored, describe(base.device).c_str());
-  std::printf("%-20s %-14s %-22s %-22s %-24s %-10s %-18s %s\n", "kv_cache_dtype", "stored as", "PPL",
+  std::printf("%-20s %-22s %-22s %-22s %-24s %-10s %-18s %s\n", "kv_cache_dtype", "stored as", "PPL",
               "ln(PPL/PPL_auto)", "mean KL(auto||dtype)", "max KL", "top-1 = auto", "prefill tokens/s");
   Json results = Json::array();
   const auto [base_mean, base_err] = mean_and_error(cs[0].nll, cs[0].nll2, scored);
@@ -358,7 +364,7 @@ int run_bench_perplexity(const std::vector<std::string>& raw) {
       std::snprintf(max_s, sizeof max_s, "%.4f", kl_max);
       std::snprintf(top_s, sizeof top_s, "%.2f ± %.2f %%", 100 * top, 100 * top_err);
     }
-    std::printf("%-20s %-14s %-22s %-22s %-24s %-10s %-18s %.1f\n", c.dtype.c_str(), stored_as(c).c_str(), ppl_s, ratio_s,
+    std::printf("%-20s %-22s %-22s %-22s %-24s %-10s %-18s %.1f\n", c.dtype.c_str(), stored_as(c).c_str(), ppl_s, ratio_s,
                 kl_s, max_s, top_s, tps);
     results.push_back(j);
   }

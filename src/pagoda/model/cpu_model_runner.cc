@@ -101,7 +101,7 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
 
 size_t CpuModelRunner::kv_cache_block_bytes(int layer) const {
   PAGODA_CHECK(layer >= 0 && layer < config_.num_layers, "layer ", layer, " of ", config_.num_layers);
-  return size_t(config_.num_kv_heads) * size_t(cache_.block_size) * size_t(2 * config_.head_dim) * dtype_size(cache_.dtype);
+  return size_t(kv_block_bytes(groups_[size_t(layer_group_[size_t(layer)])]));
 }
 
 void CpuModelRunner::check_batch(const ForwardBatch& b) const {
