@@ -242,11 +242,13 @@ void print_table(const ExplainResult& r) {
       std::printf("KV cache slot:        %lld bytes per token and KV head (%s; bfloat16: %lld): %.2fx the tokens of a "
                   "bfloat16 cache\n", (long long)c.bytes_per_token_head, c.kv_cache_dtype.c_str(),
                   (long long)c.bfloat16_bytes_per_token_head, ratio(c.bfloat16_bytes_per_token_head, c.bytes_per_token_head));
-      if (c.model)
-        std::printf("model KV cache:       %lld bytes per token (bfloat16: %lld); %s on %d of %d layers: %.2fx the tokens "
-                    "of a bfloat16 cache\n", (long long)c.model->bytes_per_token,
-                    (long long)c.model->bfloat16_bytes_per_token, c.kv_cache_dtype.c_str(), c.model->quantized_layers,
-                    c.model->num_layers, ratio(c.model->bfloat16_bytes_per_token, c.model->bytes_per_token));
+      if (c.model) {
+        const std::string which = c.model->quantized_layers == 0 ? std::string(": ")
+            : str_cat("; ", c.kv_cache_dtype, " on ", c.model->quantized_layers, " of ", c.model->num_layers, " layers: ");
+        std::printf("model KV cache:       %lld bytes per token (bfloat16: %lld)%s%.2fx the tokens of a bfloat16 cache\n",
+                    (long long)c.model->bytes_per_token, (long long)c.model->bfloat16_bytes_per_token, which.c_str(),
+                    ratio(c.model->bfloat16_bytes_per_token, c.model->bytes_per_token));
+      }
     }
   } else {
     std::printf("error: %s\n", r.error ? r.error->c_str() : "selection failed");

@@ -212,7 +212,13 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const L
                                           e.attention.kv_layout, e.attention.block_size, causal, ro);
     e.kv_bytes_per_block = kv_block_bytes(co.attention);
     co.dtype = e.model_dtype;
-    co.kv_dtype = co.attention.front().shape.kv_dtype;
+    // The element type of the layers not in packed TurboQuant slots (the model dtype if there are none).
+    co.kv_dtype = e.model_dtype;
+    for (const AttentionGroup& g : co.attention) {
+      if (!g.shape.kv_preset.empty()) continue;
+      co.kv_dtype = g.shape.kv_dtype;
+      break;
+    }
     if (fp8_layers) co.layer_kv_scales = e.model.kv_scales;
     co.block_size = e.attention.block_size;
     co.layout = e.attention.kv_layout;
