@@ -22,11 +22,11 @@ constexpr int kQueryTile = 16;
 // A split of a decode context covers at least this many keys: the split's fixed costs (rotating the query,
 // writing and merging a partial) stay a few percent of its work.
 constexpr int kMinSplitKeys = 256;
-// Splitting aims at this many items per thread (counter hand-out balances them) ...
+// Below this many items per thread, decode contexts are split until there are about as many: a thread that
+// is descheduled (a shared machine) or slower leaves its share to the others in small pieces.
 constexpr int kItemsPerThread = 8;
-// ... and happens only below half of it; so the partials stay under (kItemsPerThread + kItemsPerThread / 2)
-// per thread: base items b < 4 t, each split into ceil(8 t / b) pieces, is < 8 t + b < 12 t partials.
-constexpr int kMaxPartialsPerThread = kItemsPerThread + kItemsPerThread / 2;
+// Base items b < 8 t, each split into at most ceil(8 t / b) pieces: fewer than 8 t + b < 16 t partials.
+constexpr int kMaxPartialsPerThread = 2 * kItemsPerThread;
 
 int group_of(const TurboQuantCpuShape& sh) { return sh.num_q_heads / sh.num_kv_heads; }
 
@@ -354,7 +354,7 @@ void turboquant_cpu_plan(const TurboQuantCpuShape& sh, const TurboQuantCpuWorksp
   plan->serial = work * sh.num_q_heads * sh.layout.head_size * 2 < (int64_t(1) << 20) || ws.num_threads() == 1;
   const int threads = ws.num_threads();
   const size_t base = plan->items.size();
-  if (!plan->serial && base > 0 && base < size_t(threads * kItemsPerThread / 2)) {
+  if (!plan->serial && base > 0 && base < size_t(threads * kItemsPerThread)) {
     const int want = int((size_t(threads * kItemsPerThread) + base - 1) / base);
     std::vector<TurboQuantCpuItem> split;
     int next_partial = 0;

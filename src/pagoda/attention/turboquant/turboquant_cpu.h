@@ -87,7 +87,7 @@ struct TurboQuantCpuPlan {
   bool serial = true;                          // too little work to hand out
 };
 // query_lens / seq_lens as in AttentionBatch. Splits decode contexts only when the items are fewer than
-// 4 x num_threads, into at most workspace.max_partials() partials.
+// 8 x num_threads, into at most workspace.max_partials() partials.
 void turboquant_cpu_plan(const TurboQuantCpuShape& shape, const TurboQuantCpuWorkspace& workspace,
                          const std::vector<int>& query_lens, const std::vector<int>& seq_lens, TurboQuantCpuPlan* plan);
 

@@ -7,12 +7,14 @@
 namespace pagoda {
 
 // Sized once by the workspace from the head size d, the block size and the GQA group (rows = 16 query tokens
-// x group): nothing grows during a call.
+// x group); per-key arrays and the key tile have the block size rounded up to 8 (bs8) entries / rows, since the
+// scores and the softmax work 8 keys at a time. Nothing grows during a call.
 struct TurboQuantCpuThreadScratch {
   std::vector<float> q;              // [rows, d] rotated, scaled queries of the work item
-  std::vector<float> k, v;           // [block_size, d] decoded centroids (or FP8 keys) and value codes
-  std::vector<float> kf, vs, vz;     // [block_size rounded up to 8] key factor (norm / ||c||), value scale, value zero
-  std::vector<float> scores, pw;     // [block_size] scores, then p_j * scale_j
+  std::vector<float> k;              // [bs8, d] decoded centroids (or FP8 keys)
+  std::vector<float> v;              // [block_size, d] value codes as floats
+  std::vector<float> kf, vs, vz;     // [bs8] key factor (norm / ||c||), value scale, value zero
+  std::vector<float> scores, pw;     // [bs8] scores, then p_j * scale_j
   std::vector<float> m, l, z;        // [rows] running max, denominator, sum p * zero
   std::vector<float> acc;            // [rows, d] running sum (p * scale) * code
   std::vector<float> rot;            // [d] the encoder's rotated key

@@ -135,11 +135,17 @@ TQ_INLINE unsigned code_at(const uint8_t* field, int i) {
   return (two >> (bit % 8)) & ((1u << B) - 1);
 }
 
-// Centroids of 8 codes: one permute for 8 centroids, two and a blend for 16.
+// Centroids of 8 codes: one permute for 8 centroids; for 16, a permute of each half by the low 3 bits and a
+// blend on bit 3 (moved to the sign bit, which the blend reads).
 template <int B>
 TQ_INLINE v8f centroids8(v8i code, v8f lo, v8f hi) {
-  if constexpr (B == 3) return __builtin_shuffle(lo, code);
-  else return __builtin_shuffle(lo, hi, code);
+  if constexpr (B == 3) {
+    return __builtin_shuffle(lo, code);
+  } else {
+    const v8i low = code & 7;
+    const v8f a = __builtin_shuffle(lo, low), b = __builtin_shuffle(hi, low);
+    return (code << 28) < 0 ? b : a;
+  }
 }
 
 // The unnormalised Walsh-Hadamard transform (Sylvester order) of n = 2^k floats in place. Each output is
