@@ -7,10 +7,18 @@
 // context (CpuModelRunner::kv_cache_data). Attention then reads real encoded keys and values at every
 // position and does exactly the work of a real context of that length; only the positions repeat. The model
 // is one copy of the weights shared by one runner per dtype; the timed steps interleave the dtypes (each
-// repeat runs every context and dtype once, the dtype order rotating), and the table gives medians.
+// repeat runs every context and dtype once, the dtype order rotating), and the table gives medians with
+// the quartiles beside them (the spread a shared machine adds).
+//
+// --clock cpu times the steps with the calling thread's CPU time instead of the wall clock (with --threads 1,
+// so that the whole step runs on that thread): on a machine shared with other work it gives what a step costs
+// while it runs, where wall times also hold the time other processes took the cores.
 //
 // usage: cpu_decode_bench [--model M] [--dtypes auto,fp8,...] [--contexts 1024,8192,32768] [--fill 512]
-//                         [--repeats 15] [--threads N] [--block-size N] [--text FILE] [--output-json FILE]
+//                         [--repeats 15] [--threads N] [--clock wall|cpu] [--block-size N] [--text FILE]
+//                         [--output-json FILE]
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,14 +49,15 @@ struct Options {
   int repeats = 15;
   int threads = 0;
   int block_size = 0;  // 0: as selected
+  bool cpu_clock = false;
   std::string text = "/usr/share/common-licenses/GPL-3";
   std::string json_out;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "cpu_decode_bench: %s\nusage: cpu_decode_bench [--model M] [--dtypes auto,fp8,...] "
-               "[--contexts 1024,8192,32768] [--fill 512] [--repeats 15] [--threads N] [--block-size N] "
-               "[--text FILE] [--output-json FILE]\n", why.c_str());
+               "[--contexts 1024,8192,32768] [--fill 512] [--repeats 15] [--threads N] [--clock wall|cpu] "
+               "[--block-size N] [--text FILE] [--output-json FILE]\n", why.c_str());
   std::exit(2);
 }
 
@@ -83,24 +92,39 @@ Options parse(int argc, char** argv) {
     else if (a == "--repeats") o.repeats = positive(a, v);
     else if (a == "--threads") o.threads = positive(a, v);
     else if (a == "--block-size") o.block_size = positive(a, v);
+    else if (a == "--clock") {
+      if (v != "wall" && v != "cpu") usage("--clock takes wall or cpu");
+      o.cpu_clock = v == "cpu";
+    }
     else if (a == "--text") o.text = v;
     else if (a == "--output-json") o.json_out = v;
     else usage("unknown option " + a);
   }
   if (o.dtypes.empty() || o.contexts.empty()) usage("--dtypes and --contexts need at least one entry");
+  if (o.cpu_clock && o.threads != 1) usage("--clock cpu needs --threads 1 (the calling thread's CPU time)");
   std::sort(o.contexts.begin(), o.contexts.end());
   return o;
 }
 
+// Seconds of the wall clock, or of the calling thread's CPU time.
+double now_s(bool cpu_clock) {
+  if (cpu_clock) {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
 // Read bandwidth: 8-wide sums over a 512 MiB buffer split between the threads (the ceiling of a decode step,
 // which streams the weights and the KV cache once). Median of 5 passes; bytes/s.
-double read_bandwidth(ThreadPool& pool) {
+double read_bandwidth(ThreadPool& pool, bool cpu_clock) {
   const size_t n = size_t(512) << 20 >> 2;
   std::vector<float> buf(n, 1.0f);
   std::vector<float> partial(64);
   std::vector<double> t;
   for (int rep = 0; rep < 6; ++rep) {
-    const Clock::time_point t0 = Clock::now();
+    const double t0 = now_s(cpu_clock);
     parallel_for(&pool, 64, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         typedef float v8 __attribute__((vector_size(32)));
@@ -115,7 +139,7 @@ double read_bandwidth(ThreadPool& pool) {
         partial[size_t(c)] = acc[0][0] + acc[1][1] + acc[2][2] + acc[3][3];
       }
     });
-    if (rep > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());  // the first faults pages in
+    if (rep > 0) t.push_back(now_s(cpu_clock) - t0);  // the first pass faults the pages in
   }
   std::sort(t.begin(), t.end());
   return double(n) * 4 / t[t.size() / 2];
@@ -208,7 +232,7 @@ int run(const Options& o) {
   }
 
   ThreadPool pool(o.threads);
-  const double bandwidth = read_bandwidth(pool);
+  const double bandwidth = read_bandwidth(pool, o.cpu_clock);
   // One untimed round, then the timed repeats; within a repeat every context and dtype once, the dtype
   // order rotating so that no dtype always follows the same one.
   for (int rep = -1; rep < o.repeats; ++rep) {
@@ -216,9 +240,9 @@ int run(const Options& o) {
       for (size_t k = 0; k < cs.size(); ++k) {
         Contender& c = cs[(k + size_t(std::max(rep, 0))) % cs.size()];
         const ForwardBatch b = one_sequence(next, o.contexts[ci] + 1, c.runner->cache_options().block_size);
-        const Clock::time_point t0 = Clock::now();
+        const double t0 = now_s(o.cpu_clock);
         c.runner->forward(b);
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double s = now_s(o.cpu_clock) - t0;
         if (rep >= 0) c.times[ci].push_back(s);
       }
     }
@@ -230,11 +254,12 @@ int run(const Options& o) {
   std::printf("model %s (%.1f MB of weights read per step), %s, %d threads, memory read bandwidth %.1f GB/s "
               "(measured now)\n", base.model_name.c_str(), wbytes / 1e6, describe(base.device).c_str(), pool.num_threads(),
               bandwidth / 1e9);
-  std::printf("cache filled with %d tokens of %s, copied over the context; median of %d steps\n", o.fill,
-              o.text.c_str(), o.repeats);
-  std::printf("%-8s %-20s %10s %10s %14s %10s %12s %10s\n", "context", "kv_cache_dtype", "ms/step", "tokens/s",
-              "KV MB/step", "KV / auto", "speed / auto", "GB/s");
+  std::printf("cache filled with %d tokens of %s, copied over the context; median of %d steps, %s\n", o.fill,
+              o.text.c_str(), o.repeats, o.cpu_clock ? "the thread's CPU time" : "wall clock");
+  std::printf("%-8s %-20s %10s %15s %10s %14s %10s %12s %10s\n", "context", "kv_cache_dtype", "ms/step",
+              "(p25-p75)", "tokens/s", "KV MB/step", "KV / auto", "speed / auto", "GB/s");
   std::string json = "{\"model\": \"" + base.model_name + "\", \"threads\": " + std::to_string(pool.num_threads()) +
+                     ", \"clock\": \"" + (o.cpu_clock ? "cpu" : "wall") + "\"" +
                      ", \"read_bandwidth_gbs\": " + std::to_string(bandwidth / 1e9) + ", \"weight_bytes\": " +
                      std::to_string(wbytes) + ", \"fill_tokens\": " + std::to_string(o.fill) + ", \"rows\": [";
   bool first_row = true;
@@ -244,14 +269,17 @@ int run(const Options& o) {
     for (Contender& c : cs) {
       std::vector<double> t = c.times[ci];
       std::sort(t.begin(), t.end());
-      const double s = t[t.size() / 2];
+      const double s = t[t.size() / 2], p25 = t[t.size() / 4], p75 = t[t.size() * 3 / 4];
       const double kv = kv_bytes_per_step(*c.runner, ctx);
       if (&c == &cs.front()) auto_s = s, auto_kv = kv;
       const double gbs = (wbytes + kv) / s / 1e9;
-      std::printf("%-8d %-20s %10.3f %10.1f %14.2f %10.3f %12.2f %10.1f\n", ctx, c.dtype.c_str(), s * 1e3, 1 / s,
-                  kv / 1e6, kv / auto_kv, auto_s / s, gbs);
+      char spread[32];
+      std::snprintf(spread, sizeof spread, "(%.1f-%.1f)", p25 * 1e3, p75 * 1e3);
+      std::printf("%-8d %-20s %10.3f %15s %10.1f %14.2f %10.3f %12.2f %10.1f\n", ctx, c.dtype.c_str(), s * 1e3, spread,
+                  1 / s, kv / 1e6, kv / auto_kv, auto_s / s, gbs);
       json += std::string(first_row ? "" : ", ") + "{\"context\": " + std::to_string(ctx) + ", \"kv_cache_dtype\": \"" +
-              c.dtype + "\", \"ms_per_step\": " + std::to_string(s * 1e3) + ", \"tokens_per_s\": " +
+              c.dtype + "\", \"ms_per_step\": " + std::to_string(s * 1e3) + ", \"ms_p25\": " + std::to_string(p25 * 1e3) +
+              ", \"ms_p75\": " + std::to_string(p75 * 1e3) + ", \"tokens_per_s\": " +
               std::to_string(1 / s) + ", \"kv_bytes_per_step\": " + std::to_string(kv) + ", \"kv_ratio_to_first\": " +
               std::to_string(kv / auto_kv) + ", \"speed_ratio_to_first\": " + std::to_string(auto_s / s) +
               ", \"achieved_gbs\": " + std::to_string(gbs) + "}";
