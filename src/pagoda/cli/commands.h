@@ -14,5 +14,6 @@ int run_serve(const std::vector<std::string>& args);
 int run_bench_latency(const std::vector<std::string>& args);
 int run_bench_throughput(const std::vector<std::string>& args);
 int run_bench_serve(const std::vector<std::string>& args);
+int run_bench_perplexity(const std::vector<std::string>& args);
 
 }  // namespace pagoda

@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
     "  bench serve         load a running server: throughput, TTFT / TPOT / ITL percentiles\n"
+    "  bench perplexity    perplexity over a text file, and KL divergence of KV cache dtypes against auto\n"
     "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
     "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
     "\n"
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
       if (!rest.empty() && rest[0] == "latency") return pagoda::run_bench_latency(sub);
       if (!rest.empty() && rest[0] == "throughput") return pagoda::run_bench_throughput(sub);
       if (!rest.empty() && rest[0] == "serve") return pagoda::run_bench_serve(sub);
-      pagoda::report_error("usage: pagoda bench {latency,throughput,serve} [options] (see pagoda bench latency --help)");
+      if (!rest.empty() && rest[0] == "perplexity") return pagoda::run_bench_perplexity(sub);
+      pagoda::report_error("usage: pagoda bench {latency,throughput,serve,perplexity} [options] (see pagoda bench latency --help)");
       return 2;
     }
     if (cmd == "backends") {

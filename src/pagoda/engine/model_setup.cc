@@ -126,7 +126,7 @@ Tokenizer dummy_tiny_tokenizer() {
   return t;
 }
 
-EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
+EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const LoadedModel* shared_model) {
   EngineSetup e;
   e.device = pick_device(args.device.device);
   e.model_name = args.model.model;
@@ -189,7 +189,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   lo.seed = uint64_t(args.model.seed);
   lo.kv_cache_fp8 = starts_with(e.kv_cache_dtype, "fp8");  // the checkpoint's scales, for the fp8 layers
   lo.defer_random_weights = cuda && (dummy_model || lo.load_format == LoadFormat::kDummy);
-  e.model = load_model(dummy_model ? e.model_name : e.model_dir, lo);
+  e.model = shared_model ? *shared_model : load_model(dummy_model ? e.model_name : e.model_dir, lo);
 
   // The runners of the layer groups: each layer's selected backend over its shape and its own cache format.
   std::vector<std::shared_ptr<const AttentionBackend>> backends;

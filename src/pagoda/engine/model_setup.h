@@ -34,7 +34,10 @@ struct EngineSetup {
 };
 
 // Throws pagoda::Error: config errors (exit 2) for bad options, runtime errors (exit 1) otherwise.
-EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& validated);
+// shared_model: the weights an earlier setup of the same model arguments loaded (its EngineSetup::model), used
+// instead of loading them again, so that runners of different cache settings share one copy (bench perplexity).
+EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& validated,
+                         const LoadedModel* shared_model = nullptr);
 
 // The toy byte-level tokenizer of dummy:tiny (ids 0-2 <pad>/<s>/</s>, 3-258 the bytes, the rest special).
 Tokenizer dummy_tiny_tokenizer();

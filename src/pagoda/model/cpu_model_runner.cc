@@ -99,6 +99,11 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
   }
 }
 
+size_t CpuModelRunner::kv_cache_block_bytes(int layer) const {
+  PAGODA_CHECK(layer >= 0 && layer < config_.num_layers, "layer ", layer, " of ", config_.num_layers);
+  return size_t(kv_block_bytes(groups_[size_t(layer_group_[size_t(layer)])]));
+}
+
 void CpuModelRunner::check_batch(const ForwardBatch& b) const {
   const int S = b.num_seqs();
   const int64_t T = b.num_tokens();

@@ -35,6 +35,12 @@ class CpuModelRunner final : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   const KvCacheOptions& cache_options() const override { return cache_; }
 
+  // Benchmark hook (bench/cpu_decode_bench.cc fills a long context by copying prefilled blocks): layer
+  // `layer`'s KV cache, cache_options().num_blocks blocks of kv_cache_block_bytes(layer) bytes one after the
+  // other, each in the layer's own format. Writing into it changes what later steps attend to.
+  uint8_t* kv_cache_data(int layer) { return kv_cache_[size_t(layer)].get(); }
+  size_t kv_cache_block_bytes(int layer) const;
+
  private:
   void check_batch(const ForwardBatch& b) const;
   void layer(int l, const ForwardBatch& b, int64_t T);
