@@ -52,6 +52,22 @@ struct Scratch {
 
 float decode_elem(const uint8_t* base, DType t, int64_t i) { return load_as_f32(base, t, size_t(i)); }
 
+// The 256 values of an fp8 format (e4m3 or e5m2), built once.
+const float* fp8_table(DType t) {
+  struct Tables {
+    float e4m3[256], e5m2[256];
+    Tables() {
+      for (int i = 0; i < 256; ++i) {
+        const uint8_t b = uint8_t(i);
+        e4m3[i] = load_as_f32(&b, DType::kF8E4M3, 0);
+        e5m2[i] = load_as_f32(&b, DType::kF8E5M2, 0);
+      }
+    }
+  };
+  static const Tables tables;
+  return t == DType::kF8E4M3 ? tables.e4m3 : tables.e5m2;
+}
+
 // Rows [o0, o1) of K and V of (block, kv head) as float32 with row stride *ld.
 void load_block(const CpuAttnParams& p, int64_t block, int kv_head, int o0, int o1, Scratch& s, const float** k,
                 const float** v, int64_t* ld) {
@@ -79,14 +95,27 @@ void load_block(const CpuAttnParams& p, int64_t block, int kv_head, int o0, int 
       break;
     }
     case DType::kF16:
-    case DType::kF8E4M3:
-    case DType::kF8E5M2: {
-      const bool fp8 = p.cache_dtype != DType::kF16;
-      const float ks = fp8 ? p.k_scale : 1.0f, vs = fp8 ? p.v_scale : 1.0f;
       for (int r = 0; r < rows; ++r)
         for (int d = 0; d < hd; ++d) {
-          kd[r * hd + d] = decode_elem(bytes, p.cache_dtype, row0 + int64_t(r) * 2 * hd + d) * ks;
-          vd[r * hd + d] = decode_elem(bytes, p.cache_dtype, row0 + int64_t(r) * 2 * hd + hd + d) * vs;
+          kd[r * hd + d] = decode_elem(bytes, p.cache_dtype, row0 + int64_t(r) * 2 * hd + d);
+          vd[r * hd + d] = decode_elem(bytes, p.cache_dtype, row0 + int64_t(r) * 2 * hd + hd + d);
+        }
+      break;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: {
+      // One table lookup per element: the 256 values of the format, scaled (exact: the product is the
+      // same float the per-element conversion times the scale gives).
+      const float* table = fp8_table(p.cache_dtype);
+      float kt[256], vt[256];
+      for (int i = 0; i < 256; ++i) {
+        kt[i] = table[i] * p.k_scale;
+        vt[i] = table[i] * p.v_scale;
+      }
+      const uint8_t* src = bytes + row0;
+      for (int r = 0; r < rows; ++r)
+        for (int d = 0; d < hd; ++d) {
+          kd[r * hd + d] = kt[src[int64_t(r) * 2 * hd + d]];
+          vd[r * hd + d] = vt[src[int64_t(r) * 2 * hd + hd + d]];
         }
       break;
     }
