@@ -112,8 +112,6 @@ std::unique_ptr<AttentionRunner> make_flex_attention_cpu_runner(const LayerShape
   if (!shape.kv_preset.empty()) throw_config_error("FLEX_ATTENTION does not support ", shape.kv_preset, " kv-cache.");
   if (shape.head_size <= 0 || shape.block_size <= 0 || shape.num_kv_heads <= 0 || shape.num_q_heads % shape.num_kv_heads != 0)
     throw_config_error("FLEX_ATTENTION: bad layer shape (", shape.str(), ")");
-  if (shape.layout != KvLayout::kHND)
-    throw_config_error("FLEX_ATTENTION on the CPU keeps its cache in CPU_ATTN's HND layout, not ", kv_layout_str(shape.layout));
   return std::make_unique<FlexAttentionCpuRunner>(shape, options);
 }
 
