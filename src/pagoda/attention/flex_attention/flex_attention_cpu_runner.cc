@@ -1,5 +1,7 @@
 #include "pagoda/attention/flex_attention/flex_attention_cpu_runner.h"
 
+#include <algorithm>
+
 #include "pagoda/attention/cpu_attn/cpu_attn.h"
 #include "pagoda/attention/flex_attention/flex_cpu.h"
 #include "pagoda/core/error.h"
@@ -22,7 +24,11 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
     tile_ = options.batch_invariant ? 16 : 64;
   }
 
+  // Limits of zero (the CPU model runner's reserve({}): CPU runners allocate nothing ahead) let plan() grow the
+  // plan's buffers to each step: a host allocation outside run(), on a device no graph captures.
   void reserve(const RunnerLimits& limits) override {
+    limits_ = limits;
+    grow_ = limits.max_tokens == 0 && limits.max_seqs == 0 && limits.max_model_len == 0;
     plan_.reserve(limits.max_tokens, limits.max_seqs, limits.max_model_len, tile_, tile_);
     reserved_ = true;
   }
@@ -32,6 +38,17 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
     PAGODA_CHECK(batch.query_lens.size() == batch.seq_lens.size(), "FLEX_ATTENTION: query and context lengths differ in count");
     static_assert(sizeof(int) == sizeof(int32_t));
     const int n = int(batch.seq_lens.size());
+    if (grow_) {
+      int tokens = 0, ctx = 0;
+      for (int i = 0; i < n; ++i) tokens += batch.query_lens[size_t(i)], ctx = std::max(ctx, batch.seq_lens[size_t(i)]);
+      if (tokens > limits_.max_tokens || n > limits_.max_seqs || ctx > limits_.max_model_len) {
+        // Twice what is needed, so that a growing context does not reallocate at every step.
+        limits_.max_tokens = std::max(limits_.max_tokens, 2 * tokens);
+        limits_.max_seqs = std::max(limits_.max_seqs, 2 * n);
+        limits_.max_model_len = std::max(limits_.max_model_len, 2 * ctx);
+        plan_.reserve(limits_.max_tokens, limits_.max_seqs, limits_.max_model_len, tile_, tile_);
+      }
+    }
     plan_.build(mask_, reinterpret_cast<const int32_t*>(batch.query_lens.data()),
                 reinterpret_cast<const int32_t*>(batch.seq_lens.data()), n);
     planned_seqs_ = n;
@@ -95,6 +112,8 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
   int tile_ = 64;
   FlexBlockPlan plan_;
   bool reserved_ = false;
+  RunnerLimits limits_;
+  bool grow_ = false;
   int planned_seqs_ = 0;
   bool serial_ = true;
 };
