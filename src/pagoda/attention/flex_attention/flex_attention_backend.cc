@@ -33,6 +33,11 @@ class FlexAttentionBackend final : public AttentionBackend {
     check("n", env.attention->flex_attn_block_n);
   }
 
+  std::vector<std::string> beyond_selection(ComputeCapability) const override {
+    return {"a CPU runner, always built: on the CPU a forced FLEX_ATTENTION serves the layers (spec §5.4 selects "
+            "CPU_ATTN only); its KV dtypes float32, bfloat16, float16"};
+  }
+
   std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
     if (options.cpu) return make_flex_attention_cpu_runner(shape, options);
     return AttentionBackend::make_runner(shape, options);  // the `not built in this binary` error
