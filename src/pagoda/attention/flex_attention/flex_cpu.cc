@@ -37,14 +37,16 @@ inline __attribute__((always_inline)) float dot(const float* a, const float* b, 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Scratch {
-  std::vector<float> k, v;     // [block_n, head_size] the key block's rows as float32
+  std::vector<float> k, v;     // [block_n, head_size] the key block's rows converted to float32
+  std::vector<const float*> krow, vrow;  // [block_n] each key's K and V row (in the cache when it is float32)
   std::vector<float> m, l;     // [rows] running max and denominator
   std::vector<float> acc;      // [rows, head_size] running numerator
   std::vector<float> scores;   // [block_n]
   std::vector<uint8_t> allow;  // [block_n]
 };
 
-// Key positions [k0, k1) of kv head `h` of sequence `seq` into s.k / s.v as float32, row stride head_size.
+// Key positions [k0, k1) of kv head `h` of sequence `seq`: s.krow / s.vrow point at float32 rows, the cache's
+// own for a float32 cache, else rows of s.k / s.v converted here.
 void load_keys(const FlexCpuParams& p, int seq, int h, int32_t k0, int32_t k1, Scratch& s) {
   const int hd = p.head_size, bs = p.block_size;
   for (int32_t pos = k0; pos < k1; ++pos) {
@@ -52,11 +54,13 @@ void load_keys(const FlexCpuParams& p, int seq, int h, int32_t k0, int32_t k1, S
     const int64_t row = ((block * p.num_kv_heads + h) * bs + pos % bs) * int64_t(2 * hd);
     float* kd = s.k.data() + size_t(pos - k0) * size_t(hd);
     float* vd = s.v.data() + size_t(pos - k0) * size_t(hd);
+    s.krow[size_t(pos - k0)] = kd;
+    s.vrow[size_t(pos - k0)] = vd;
     switch (p.cache_dtype) {
       case DType::kF32: {
         const float* src = static_cast<const float*>(p.kv_cache) + row;
-        std::memcpy(kd, src, size_t(hd) * 4);
-        std::memcpy(vd, src + hd, size_t(hd) * 4);
+        s.krow[size_t(pos - k0)] = src;
+        s.vrow[size_t(pos - k0)] = src + hd;
         break;
       }
       case DType::kBF16: {
@@ -102,6 +106,8 @@ FLEX_CPU_MULTIVERSION void run_item(const FlexCpuParams& p, const FlexPlanTile& 
   s.acc.assign(size_t(rows) * size_t(hd), 0.0f);
   s.k.resize(size_t(bn) * size_t(hd));
   s.v.resize(size_t(bn) * size_t(hd));
+  s.krow.resize(size_t(bn));
+  s.vrow.resize(size_t(bn));
   s.scores.resize(size_t(bn));
   s.allow.resize(size_t(bn));
 
@@ -121,7 +127,7 @@ FLEX_CPU_MULTIVERSION void run_item(const FlexCpuParams& p, const FlexPlanTile& 
         for (int j = 0; j < n; ++j) {
           float sc = kNegInf;
           if (!partial || s.allow[size_t(j)]) {
-            sc = dot(q, s.k.data() + size_t(j) * size_t(hd), hd) * scale;
+            sc = dot(q, s.krow[size_t(j)], hd) * scale;
             if (mod) {
               const int32_t rel = k0 + j - qpos;
               if (mod->softcap > 0) sc = mod->softcap * std::tanh(sc / mod->softcap);
@@ -146,7 +152,7 @@ FLEX_CPU_MULTIVERSION void run_item(const FlexCpuParams& p, const FlexPlanTile& 
           if (s.scores[size_t(j)] == kNegInf) continue;
           const float pj = std::exp(s.scores[size_t(j)] - m_new);
           l += pj;
-          const float* vr = s.v.data() + size_t(j) * size_t(hd);
+          const float* vr = s.vrow[size_t(j)];
           for (int d = 0; d < hd; ++d) acc[d] += pj * vr[d];
         }
         s.l[size_t(r)] = l;
