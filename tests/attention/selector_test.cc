@@ -512,6 +512,34 @@ TEST(Cpu, TurboQuantLayersSelectTurboQuant) {
   }
 }
 
+// pagoda's second addition to §5.4 (docs/architecture.md): a forced FLEX_ATTENTION runs on the CPU (its CPU
+// runner is in every build), with no KV layout line; TurboQuant layers still take TURBOQUANT; the automatic
+// choice stays CPU_ATTN (Cpu.Path). Its construction checks (§6.4) apply.
+TEST(Cpu, ForcedFlexAttention) {
+  Env forced{.device = DeviceKind::kCpu};
+  forced.attention.backend = BackendName::kFlexAttention;
+  SelectorConfig c;
+  c.head_size = 40;
+  c.block_size = 8;
+  auto o = run1(forced, c);
+  EXPECT_EQ(o.selected, BackendName::kFlexAttention);
+  EXPECT_EQ(o.error, "");
+  EXPECT_EQ(o.plan.block_size, 8);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using FLEX_ATTENTION attention backend out of potential backends: ['FLEX_ATTENTION']."));
+  SelectorConfig tq;
+  tq.kv_cache_dtype = "turboquant_k3v4_nc";
+  tq.head_size = 64;
+  o = run1(forced, tq);
+  EXPECT_EQ(o.selected, BackendName::kTurboQuant);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Cannot use FLEX_ATTENTION backend on CPU.",
+                          "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  forced.attention.flex_attn_block_m = 48;
+  o = run1(forced, c);
+  EXPECT_EQ(o.error, "flex_attn_block_m must be one of 16, 32, 64, 128, got 48.");
+}
+
 TEST(Layout, EnvironmentVariable) {
   auto o = run1({.cc = {9, 0}, .env_layout = KvLayout::kHND});
   EXPECT_EQ(o.plan.kv_layout, KvLayout::kHND);

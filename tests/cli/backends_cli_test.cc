@@ -409,7 +409,7 @@ TEST(BackendsList, ShowsBuiltStatus) {
   EXPECT_EQ(j[0]["name"], "FLASH_ATTN");
   EXPECT_EQ(j[5]["name"], "CPU_ATTN");
   EXPECT_EQ(j[5]["built"], true);
-  EXPECT_EQ(j[3]["built"], false);  // FLEX_ATTENTION kernels do not exist yet
+  EXPECT_EQ(j[3]["built"], false);  // FLEX_ATTENTION: a CPU runner, no CUDA kernels yet
   EXPECT_EQ(j[2]["name"], "TRITON_ATTN");
   EXPECT_EQ(j[0]["built"], j[2]["built"]);  // FLASH_ATTN and TRITON_ATTN: both in CUDA builds, neither in CPU-only ones
   EXPECT_EQ(j[2]["head_sizes"], ">= 32");
@@ -419,6 +419,8 @@ TEST(BackendsList, ShowsBuiltStatus) {
   EXPECT_THAT(r.out, testing::HasSubstr("CPU_ATTN  [cpu]  built into this binary"));
   EXPECT_THAT(r.out, testing::HasSubstr("pagoda's own: a CPU runner, always built: on the CPU a turboquant_* layer "
                                         "selects TURBOQUANT"));
+  EXPECT_THAT(r.out, testing::HasSubstr("pagoda's own: a CPU runner, always built: on the CPU a forced FLEX_ATTENTION "
+                                        "serves the layers"));
 }
 
 }  // namespace

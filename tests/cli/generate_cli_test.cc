@@ -252,6 +252,34 @@ TEST(GenerateCli, TurboQuantOnTheCpu) {
   EXPECT_THAT(r.err, testing::HasSubstr("turboquant_k3v4_nc on 26 of 30 layers: 2.91x the tokens of a bfloat16 cache"));
 }
 
+// A forced FLEX_ATTENTION on the CPU (docs/architecture.md, "Where pagoda goes beyond the spec"): its CPU runner
+// serves every layer; greedy decoding reproduces stories260K's golden text and the reference models' float32
+// continuations, as CPU_ATTN does. An fp8 cache is not one of its KV dtypes: startup stops with the runner's error.
+TEST(GenerateCli, FlexAttentionOnTheCpu) {
+  std::string dir = test_data_dir() + "/models/stories260K";
+  Json golden = load_json(dir + "/golden.json");
+  auto r = run_pagoda("generate --model " + dir + "/hf --attention-backend FLEX_ATTENTION --prompt '' --temperature 0 "
+                      "--max-tokens 256 --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("Using FLEX_ATTENTION attention backend out of potential backends: ['FLEX_ATTENTION']."));
+  EXPECT_THAT(r.err, testing::Not(testing::HasSubstr("CPU_ATTN")));
+  EXPECT_EQ(Json::parse(r.out)["token_ids"], golden["hf_reference"]["greedy_token_ids"]);
+  for (const char* model : {"qwen3-tiny", "llama-tiny", "qwen2-tiny"}) {
+    std::string mdir = test_data_dir() + "/reference/" + model;
+    Json ref = load_json(mdir + "/reference.json");
+    for (const auto& p : ref["prompts"]) {
+      r = run_pagoda("generate --model " + mdir + " --attention-backend FLEX_ATTENTION --dtype float32 --temperature 0 "
+                     "--ignore-eos --max-tokens " + std::to_string(p["float32"]["greedy"].size()) +
+                     " --output-json --prompt-token-ids " + join_ids(p["input_ids"]));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(Json::parse(r.out)["token_ids"], p["float32"]["greedy"]) << model << " " << p["name"];
+    }
+  }
+  r = run_pagoda("generate --model " + dir + "/hf --attention-backend FLEX_ATTENTION --kv-cache-dtype fp8 --max-tokens 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, testing::HasSubstr("is not supported by FLEX_ATTENTION"));
+}
+
 // --kv-cache-dtype-skip-layers keeps the named layers' cache unquantized: llama-tiny (3 layers, head size 32) with
 // an fp8 cache on layers 0 and 2 only, or on none; the option needs a quantized dtype and layers the model has.
 TEST(GenerateCli, KvCacheDtypeSkipLayers) {

@@ -1,5 +1,8 @@
-// FLEX_ATTENTION declaration (spec §3.5): score/mask-modifier attention with per-batch block masks.
+// FLEX_ATTENTION declaration (spec §3.5): score/mask-modifier attention with per-batch block masks. Its CPU
+// runner (flex_attention_cpu_runner.h) is in every build; no CUDA kernels yet, so kernels_built() stays false
+// and the selector refuses it on CUDA with `not built in this binary`.
 #include "pagoda/attention/backends.h"
+#include "pagoda/attention/flex_attention/flex_attention_cpu_runner.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
@@ -28,6 +31,16 @@ class FlexAttentionBackend final : public AttentionBackend {
     };
     check("m", env.attention->flex_attn_block_m);
     check("n", env.attention->flex_attn_block_n);
+  }
+
+  std::vector<std::string> beyond_selection(ComputeCapability) const override {
+    return {"a CPU runner, always built: on the CPU a forced FLEX_ATTENTION serves the layers (spec §5.4 selects "
+            "CPU_ATTN only); its KV dtypes float32, bfloat16, float16"};
+  }
+
+  std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
+    if (options.cpu) return make_flex_attention_cpu_runner(shape, options);
+    return AttentionBackend::make_runner(shape, options);  // the `not built in this binary` error
   }
 
   KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,
