@@ -5,6 +5,10 @@
 // decode, whose ratio to bf16 bounds the end-to-end speedup.
 //
 //   quant_gemv_bench [--iters N]
+//   quant_gemv_bench --profile TYPE SHAPE M [--ctas C] [--stages S]   (a few launches of one case, for a
+//                                                                      profiler)
+//
+// A third table runs Q4_K and Q8_0 at m = 1 with the launch knobs of QuantGemvParams (ring depth, CTAs).
 //
 // Weights are rotated among enough copies to exceed the L2 cache twice, so every launch reads DRAM; inputs
 // are random (quantized from N(0, 0.05^2) by the device quantizer), never zeros.
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <strings.h>
 #include <vector>
 
 #include "pagoda/ops/cuda/device_buffer.h"
@@ -101,19 +106,60 @@ std::vector<DeviceBuffer> make_weights(QuantType q, const Shape& s, int copies) 
 
 }  // namespace
 
+QuantType type_named(const char* s) {
+  for (QuantType q : kTypes)
+    if (strcasecmp(std::string(quant_traits(q).name).c_str(), s) == 0) return q;
+  return QuantType::kNone;
+}
+
+// --profile: 3 launches of one case on rotating weights (after one warm-up), nothing timed.
+int profile(QuantType q, const Shape& s, int m, int ctas, int stages) {
+  DeviceBuffer x(size_t(32) * s.k * 2), y(size_t(32) * s.n * 2);
+  fill(x.data(), int64_t(32) * s.k, DType::kBF16, 99, 1.0f);
+  std::vector<DeviceBuffer> w = make_weights(q, s, 4);
+  for (int i = 0; i < 4; ++i) {
+    QuantGemvParams qp;
+    qp.x = x.data(), qp.w = w[size_t(i)].data(), qp.type = q, qp.y = y.data(), qp.m = m, qp.n = s.n, qp.k = s.k;
+    qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
+    quant_gemv(qp, nullptr);
+  }
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("profiled %s %s m=%d ctas=%d stages=%d\n", std::string(quant_traits(q).name).c_str(), s.name, m, ctas,
+              stages);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int iters = 50;
+  int iters = 50, prof_m = 0, prof_ctas = 0, prof_stages = 0;
+  const char *prof_type = nullptr, *prof_shape = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
       iters = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--profile") == 0 && i + 3 < argc) {
+      prof_type = argv[++i], prof_shape = argv[++i], prof_m = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--ctas") == 0 && i + 1 < argc) {
+      prof_ctas = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--stages") == 0 && i + 1 < argc) {
+      prof_stages = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N]\n");
+      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N] | --profile TYPE SHAPE M [--ctas C] [--stages S]\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
   if (iters < 1) {
     std::fprintf(stderr, "--iters needs a positive count\n");
     return 2;
+  }
+  if (prof_type) {
+    const QuantType q = type_named(prof_type);
+    const Shape* sh = nullptr;
+    for (const Shape& s : kShapes)
+      if (std::strcmp(s.name, prof_shape) == 0) sh = &s;
+    if (q == QuantType::kNone || !sh || prof_m < 1 || prof_m > kQuantGemvMaxRows) {
+      std::fprintf(stderr, "--profile: unknown type or shape, or m out of 1..%d\n", kQuantGemvMaxRows);
+      return 2;
+    }
+    return profile(q, *sh, prof_m, prof_ctas, prof_stages);
   }
   int dev = 0, l2 = 0;
   cudaDeviceProp prop{};
@@ -135,7 +181,7 @@ int main(int argc, char** argv) {
   dst.reset();
 
   GemmRunner gemm;
-  const int ms_list[] = {1, 8, 32};
+  const int ms_list[] = {1, 2, 8, 32};
   // step_us[type index or bf16 last][m index]: summed decode-step GEMV time.
   std::vector<std::vector<double>> step_us(std::size(kTypes) + 1, std::vector<double>(std::size(ms_list), 0.0));
   std::printf("%-8s %-7s %6s %3s %10s %9s %7s %8s\n", "shape", "type", "n x k", "m", "us", "GB/s", "of copy",
@@ -174,6 +220,32 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // The launch knobs at m = 1: ring depths 2, 3, 4 (one CTA per tile), and fixed CTAs (2 or 3 an SM) that
+  // loop over the tiles with the default ring.
+  std::printf("\nm = 1 by ring depth and CTA count (us; default: one CTA per 16-row tile):\n%-8s %-5s %9s %9s %9s %9s "
+              "%9s %9s\n", "shape", "type", "default", "2 stages", "3 stages", "4 stages", "2/SM", "3/SM");
+  for (QuantType q : {QuantType::kQ4_K, QuantType::kQ8_0}) {
+    for (const Shape& s : kShapes) {
+      DeviceBuffer x(size_t(s.k) * 2), y(size_t(s.n) * 2);
+      fill(x.data(), s.k, DType::kBF16, 98, 1.0f);
+      const size_t bytes = size_t(s.n) * quant_row_bytes(q, s.k);
+      std::vector<DeviceBuffer> w = make_weights(q, s, int(std::max<size_t>(2, (size_t(4) * l2 + bytes - 1) / bytes)));
+      std::printf("%-8s %-5s", s.name, std::string(quant_traits(q).name).c_str());
+      const int sms = prop.multiProcessorCount;
+      const std::pair<int, int> knobs[] = {{0, 0}, {2, 0}, {3, 0}, {4, 0}, {0, 2 * sms}, {0, 3 * sms}};
+      for (const auto& [stages, ctas] : knobs) {
+        const double ms = time_ms(iters, [&](int i) {
+          QuantGemvParams qp;
+          qp.x = x.data(), qp.w = w[size_t(i) % w.size()].data(), qp.type = q, qp.y = y.data(), qp.m = 1;
+          qp.n = s.n, qp.k = s.k, qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
+          quant_gemv(qp, nullptr);
+        });
+        std::printf(" %9.1f", ms * 1e3);
+      }
+      std::printf("\n");
+    }
+  }
+
   std::printf("\ndecode step, GEMV part (32 layers + lm_head), ms and speedup over bf16:\n%-7s", "type");
   for (int m : ms_list) std::printf("      m=%-2d        ", m);
   std::printf("\n");

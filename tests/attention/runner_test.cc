@@ -88,5 +88,36 @@ TEST(AttentionRunner, NotBuiltIsOneError) {
   EXPECT_TRUE(registry.get(BackendName::kCpuAttn).kernels_built());
 }
 
+// TURBOQUANT's CPU runner is in every build: options.cpu picks it, whatever kernels_built() (the CUDA kernels)
+// says. Its cache is one slot of bytes per (block, KV head, token), whatever the layout (spec §10).
+TEST(AttentionRunner, TurboQuantCpuRunnerInEveryBuild) {
+  const BackendRegistry registry = BackendRegistry::builtin(false);
+  const AttentionBackend& tq = registry.get(BackendName::kTurboQuant);
+  LayerShape s;
+  s.num_q_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = 128;
+  s.dtype = DType::kF32;
+  s.kv_dtype = DType::kU8;
+  s.kv_preset = "turboquant_k3v4_nc";
+  RunnerOptions o;
+  o.cpu = true;
+  std::unique_ptr<AttentionRunner> runner;
+  ASSERT_NO_THROW(runner = tq.make_runner(s, o));
+  EXPECT_FALSE(runner->describe().empty());
+  // What the declaration refuses (§3.7) the CPU runner refuses too, with an error at startup.
+  LayerShape window = s, non_causal = s;
+  window.sliding_window = 64;
+  non_causal.causal = false;
+  EXPECT_THROW(tq.make_runner(window, o), Error);
+  EXPECT_THROW(tq.make_runner(non_causal, o), Error);
+  for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+    const KvCacheShape shape = tq.kv_cache_shape(3, 16, 2, 128, "turboquant_k3v4_nc", DType::kBF16, layout);
+    EXPECT_EQ(shape.logical, (std::vector<int64_t>{3, 2, 16, 118}));  // spec §3.7: head 128, k3v4_nc = 118 bytes
+    EXPECT_EQ(shape.physical, shape.logical);
+    EXPECT_EQ(shape.element_bytes, 1);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -7,6 +7,7 @@
 #include "pagoda/attention/startup.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/turboquant.h"
 
 namespace pagoda {
 namespace {
@@ -15,6 +16,7 @@ using testing::ElementsAre;
 
 struct Outcome {
   std::optional<BackendName> selected;
+  std::vector<BackendName> per_layer;
   std::string error;
   std::vector<LogRecord> log;
   AttentionPlan plan;
@@ -40,6 +42,7 @@ Outcome run(const Env& s, const std::vector<SelectorConfig>& layers,
     std::optional<int> user_block = layers.empty() ? std::nullopt : layers[0].block_size;
     auto r = select_attention(sel, layers, user_block);
     o.selected = r.per_layer.front();
+    o.per_layer = r.per_layer;
     o.plan = r.plan;
   } catch (const Error& e) {
     o.error = e.what();
@@ -454,10 +457,59 @@ TEST(Cpu, Path) {
   c.head_size = 48;
   o = run1({.device = DeviceKind::kCpu}, c);
   EXPECT_EQ(o.error, "FP8 KV cache requires head_size divisible by 32 on CPU.");
-  c.kv_cache_dtype = "turboquant_k8v4";
-  c.head_size = 64;
-  o = run1({.device = DeviceKind::kCpu}, c);
-  EXPECT_EQ(o.error, "CPU_ATTN does not support turboquant_k8v4 kv-cache.");
+}
+
+// pagoda's addition to §5.4 (docs/architecture.md): on the CPU a TurboQuant layer runs on TURBOQUANT, with no KV
+// layout line (its cache has no layout); the other layers stay on CPU_ATTN. Forcing CPU_ATTN keeps the spec's
+// construction error; forcing another backend logs the spec's line first.
+TEST(Cpu, TurboQuantLayersSelectTurboQuant) {
+  SelectorConfig tq, boundary;
+  tq.kv_cache_dtype = "turboquant_k3v4_nc";
+  tq.head_size = boundary.head_size = 64;
+  auto o = run1({.device = DeviceKind::kCpu}, tq);
+  EXPECT_EQ(o.selected, BackendName::kTurboQuant);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  EXPECT_TRUE(messages(o, LogLevel::kDebug).empty());
+  EXPECT_THAT(o.trace.potential, ElementsAre(BackendName::kTurboQuant));
+  EXPECT_EQ(o.plan.block_size, 128);
+  EXPECT_EQ(o.error, "");
+  // A model: boundary layers (`auto`) on CPU_ATTN, the others on TURBOQUANT; one line per selection.
+  o = run({.device = DeviceKind::kCpu}, {boundary, tq, tq, boundary});
+  EXPECT_THAT(o.per_layer, ElementsAre(BackendName::kCpuAttn, BackendName::kTurboQuant, BackendName::kTurboQuant,
+                                       BackendName::kCpuAttn));
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                          "Using HND KV cache layout for CPU_ATTN backend.",
+                          "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  EXPECT_EQ(o.plan.kv_layout, KvLayout::kHND);
+  // Forced TURBOQUANT: the TurboQuant layers take it silently, the `auto` ones cannot.
+  Env forced{.device = DeviceKind::kCpu};
+  forced.attention.backend = BackendName::kTurboQuant;
+  o = run(forced, {tq, boundary});
+  EXPECT_THAT(o.per_layer, ElementsAre(BackendName::kTurboQuant, BackendName::kCpuAttn));
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT'].",
+                          "Cannot use TURBOQUANT backend on CPU.",
+                          "Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                          "Using HND KV cache layout for CPU_ATTN backend."));
+  // Another forced backend: the spec's line, then TURBOQUANT.
+  forced.attention.backend = BackendName::kFlashAttn;
+  o = run1(forced, tq);
+  EXPECT_EQ(o.selected, BackendName::kTurboQuant);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Cannot use FLASH_ATTN backend on CPU.",
+                          "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+  // Forced CPU_ATTN: selected, then refused by its construction check (§6.4).
+  forced.attention.backend = BackendName::kCpuAttn;
+  for (const auto& p : kTurboQuantPresets) {
+    tq.kv_cache_dtype = std::string(p.name);
+    o = run1(forced, tq);
+    EXPECT_EQ(o.error, str_cat("CPU_ATTN does not support ", p.name, " kv-cache."));
+    EXPECT_THAT(messages(o, LogLevel::kInfo),
+                ElementsAre("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].",
+                            "Using HND KV cache layout for CPU_ATTN backend."));
+  }
 }
 
 TEST(Layout, EnvironmentVariable) {
@@ -497,6 +549,43 @@ TEST(Resolution, TurboQuantOverrideAndBoundaryLayers) {
               ElementsAre(testing::StartsWith("Using FLASH_ATTN attention backend out of potential backends:"),
                           "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT'].",
                           "Using FlashAttention version 2"));
+}
+
+// Each layer's KV cache dtype: the model's, `auto` on TurboQuant's boundary layers (turboquant_* only) and on the
+// --kv-cache-dtype-skip-layers ones (indices, or every sliding-window layer).
+TEST(Resolution, LayerKvCacheDtypes) {
+  using V = std::vector<std::string>;
+  const std::vector<bool> sliding{false, true, false, true, false, true};
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_4bit_nc", 6, sliding, {}),
+            (V{"auto", "auto", "turboquant_4bit_nc", "turboquant_4bit_nc", "auto", "auto"}));
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_4bit_nc", 6, sliding, {"sliding_window"}),
+            (V{"auto", "auto", "turboquant_4bit_nc", "auto", "auto", "auto"}));
+  // fp8 has no boundary layers; skipped layers keep `auto`.
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8", 6, sliding, {}), V(6, "fp8"));
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8_e5m2", 6, sliding, {"0", "sliding_window", "4"}),
+            (V{"auto", "auto", "fp8_e5m2", "auto", "auto", "auto"}));
+  EXPECT_EQ(layer_kv_cache_dtypes("fp8", 3, {}, {"sliding_window", "2"}), (V{"fp8", "fp8", "auto"}));
+  // One layer: n = min(2, 0) = 0, no boundary layer.
+  EXPECT_EQ(layer_kv_cache_dtypes("turboquant_k8v4", 1, {false}, {}), V{"turboquant_k8v4"});
+  EXPECT_EQ(layer_kv_cache_dtypes("auto", 2, {}, {}), (V{"auto", "auto"}));
+  auto error_of = [](const std::string& kv, const V& skip) {
+    try {
+      layer_kv_cache_dtypes(kv, 6, {}, skip);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const char* kv : {"auto", "bfloat16", "float16"})
+    EXPECT_EQ(error_of(kv, {"1"}), str_cat("--kv-cache-dtype-skip-layers keeps some layers' KV cache unquantized, but the "
+                                           "KV cache dtype ", kv, " is not quantized; give a quantized --kv-cache-dtype "
+                                           "(fp8, fp8_e4m3, fp8_e5m2 or a turboquant_* preset) or drop "
+                                           "--kv-cache-dtype-skip-layers"));
+  EXPECT_EQ(error_of("fp8", {"6"}), "--kv-cache-dtype-skip-layers: layer 6 is not a layer of the model (it has 6 layers: 0-5)");
+  EXPECT_EQ(error_of("turboquant_3bit_nc", {"-1"}),
+            "--kv-cache-dtype-skip-layers: layer -1 is not a layer of the model (it has 6 layers: 0-5)");
+  EXPECT_EQ(error_of("fp8_e4m3", {"sliding_window"}), "");  // no sliding layer: nothing to skip, no error
 }
 
 TEST(Resolution, Warnings) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "pagoda/core/strings.h"
+#include "pagoda/model/builtin_models.h"
 
 namespace pagoda {
 namespace {
@@ -240,6 +242,146 @@ TEST(BackendsSelect, ModelConfig) {
   fs::remove_all(dir);
 }
 
+// Spec §3.7's slot of one (token, KV head), written out here from the spec's words: key = head_size bytes of
+// FP8 (8-bit keys) or ceil(head_size * bits / 8) codes + a 2-byte norm; value = ceil(head_size * bits / 8) codes +
+// 2-byte scale + 2-byte zero; the sum rounded up to even.
+struct SpecPreset {
+  const char* name;
+  int key_bits, value_bits;
+};
+constexpr SpecPreset kSpecPresets[] = {{"turboquant_k8v4", 8, 4}, {"turboquant_4bit_nc", 4, 4},
+                                       {"turboquant_k3v4_nc", 3, 4}, {"turboquant_3bit_nc", 3, 3}};
+int spec_slot_bytes(const SpecPreset& p, int head) {
+  const int key = p.key_bits == 8 ? head : (head * p.key_bits + 7) / 8 + 2;
+  const int value = (head * p.value_bits + 7) / 8 + 4;
+  return (key + value + 1) / 2 * 2;
+}
+
+// On the CPU a TurboQuant layer selects TURBOQUANT (pagoda's addition to §5.4), without a KV layout line; the
+// capacity field gives its slot against bfloat16's 2 x head_size x 2 bytes.
+TEST(BackendsSelect, CpuTurboQuant) {
+  EXPECT_EQ(spec_slot_bytes(kSpecPresets[0], 128), 196);  // the spec's own figures for head 128
+  EXPECT_EQ(spec_slot_bytes(kSpecPresets[1], 128), 134);
+  EXPECT_EQ(spec_slot_bytes(kSpecPresets[2], 128), 118);
+  EXPECT_EQ(spec_slot_bytes(kSpecPresets[3], 128), 102);
+  Json j = select_json("--device cpu --kv-cache-dtype turboquant_k3v4_nc", 0);
+  EXPECT_EQ(j["selected"], "TURBOQUANT");
+  EXPECT_EQ(strings(j["potential"]), std::vector<std::string>{"TURBOQUANT"});
+  EXPECT_EQ(j["rejected"], Json::object());
+  EXPECT_EQ(j["block_size"], 128);
+  ASSERT_EQ(j["log"].size(), 2u);
+  EXPECT_THAT(j["log"][0]["message"].get<std::string>(), testing::StartsWith("TurboQuant is not yet compatible"));
+  EXPECT_EQ(j["log"][1], Json::parse(R"({"level": "INFO", "message": "Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."})"));
+  for (const auto& p : kSpecPresets) {
+    for (int head : {64, 80, 128, 256}) {
+      j = select_json(str_cat("--device cpu --head-size ", head, " --kv-cache-dtype ", p.name), 0);
+      const Json& c = j["kv_cache_capacity"];
+      EXPECT_EQ(c["kv_cache_dtype"], p.name);
+      EXPECT_EQ(c["bytes_per_token_head"], spec_slot_bytes(p, head)) << p.name << " head " << head;
+      EXPECT_EQ(c["bfloat16_bytes_per_token_head"], 4 * head);
+      EXPECT_DOUBLE_EQ(c["tokens_vs_bfloat16"].get<double>(), 4.0 * head / spec_slot_bytes(p, head));
+      EXPECT_TRUE(c["model"].is_null());  // no --model
+    }
+  }
+  // Forced: CPU_ATTN keeps the spec's construction error; another backend logs the spec's line first.
+  j = select_json("--device cpu --kv-cache-dtype turboquant_k3v4_nc --attention-backend CPU_ATTN", 1);
+  EXPECT_EQ(j["error"], "CPU_ATTN does not support turboquant_k3v4_nc kv-cache.");
+  EXPECT_TRUE(j["selected"].is_null());
+  EXPECT_TRUE(j["kv_cache_capacity"].is_null());
+  j = select_json("--device cpu --kv-cache-dtype turboquant_k8v4 --attention-backend FLASH_ATTN", 0);
+  EXPECT_EQ(j["log"][1]["message"], "Cannot use FLASH_ATTN backend on CPU.");
+  EXPECT_EQ(j["selected"], "TURBOQUANT");
+  j = select_json("--device cpu --kv-cache-dtype turboquant_k8v4 --attention-backend TURBOQUANT", 0);
+  EXPECT_EQ(j["selected"], "TURBOQUANT");
+  EXPECT_EQ(j["log"].size(), 2u);  // no "Cannot use" line
+  // An unquantized cache: the same field, 1x (2x fewer tokens for float32).
+  j = select_json("--device cpu --dtype float32", 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["bytes_per_token_head"], 2 * 128 * 4);
+  EXPECT_DOUBLE_EQ(j["kv_cache_capacity"]["tokens_vs_bfloat16"].get<double>(), 0.5);
+  auto r = run_pagoda("backends select --device cpu --kv-cache-dtype turboquant_4bit_nc --head-size 64");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, testing::HasSubstr("1   TURBOQUANT      SELECTED"));
+  EXPECT_THAT(r.out, testing::HasSubstr("KV cache slot:        70 bytes per token and KV head (turboquant_4bit_nc; "
+                                        "bfloat16: 256): 3.66x the tokens of a bfloat16 cache"));
+}
+
+// --model takes a built-in name or a GGUF file (their config; no weights read) as well as a folder, and then
+// the capacity covers the whole model: TurboQuant's boundary layers (n = min(2, L / 2) at each end) and the
+// --kv-cache-dtype-skip-layers ones at bfloat16.
+TEST(BackendsSelect, KvCapacityOfAModel) {
+  // dummy:llama3-8b: 32 layers, 8 KV heads of 128.
+  for (const char* device : {"--device cpu", "--device-capability 9.0"}) {
+    for (const auto& p : kSpecPresets) {
+      Json j = select_json(str_cat(device, " --model dummy:llama3-8b --kv-cache-dtype ", p.name), 0);
+      EXPECT_EQ(j["selected"], "TURBOQUANT");
+      const Json& m = j["kv_cache_capacity"]["model"];
+      const int64_t slot = spec_slot_bytes(p, 128), bf16 = 4 * 128;
+      EXPECT_EQ(m["num_layers"], 32);
+      EXPECT_EQ(m["quantized_layers"], 28);
+      EXPECT_EQ(m["bytes_per_token"], 8 * (4 * bf16 + 28 * slot)) << p.name;
+      EXPECT_EQ(m["bfloat16_bytes_per_token"], 8 * 32 * bf16);
+      EXPECT_DOUBLE_EQ(m["tokens_vs_bfloat16"].get<double>(), 32.0 * bf16 / (4 * bf16 + 28 * slot));
+    }
+  }
+  auto r = run_pagoda("backends select --model dummy:llama3-8b --kv-cache-dtype turboquant_k3v4_nc");
+  EXPECT_THAT(r.out, testing::HasSubstr("model KV cache:       42816 bytes per token (bfloat16: 131072); "
+                                        "turboquant_k3v4_nc on 28 of 32 layers: 3.06x the tokens of a bfloat16 cache"));
+  // fp8: every layer, 2x.
+  Json j = select_json("--model dummy:llama3-8b --kv-cache-dtype fp8", 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 32);
+  EXPECT_DOUBLE_EQ(j["kv_cache_capacity"]["model"]["tokens_vs_bfloat16"].get<double>(), 2.0);
+  // Skipped layers join the boundary layers; a layer the model lacks, or an unquantized cache, is refused.
+  j = select_json("--device cpu --model dummy:llama3-8b --kv-cache-dtype turboquant_k8v4 --kv-cache-dtype-skip-layers 1,5,9", 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 26);  // layer 1 is a boundary layer already
+  j = select_json("--model dummy:llama3-8b --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 32", 2);
+  EXPECT_EQ(j["error"], "--kv-cache-dtype-skip-layers: layer 32 is not a layer of the model (it has 32 layers: 0-31)");
+  j = select_json("--kv-cache-dtype-skip-layers 0", 2);
+  EXPECT_THAT(j["error"].get<std::string>(), testing::StartsWith("--kv-cache-dtype-skip-layers keeps some layers' KV "
+                                                                 "cache unquantized, but the KV cache dtype auto is not quantized"));
+  // A model folder: llama-tiny has 3 layers (n = 1: layers 0 and 2 keep bfloat16), 4 KV heads of 32.
+  const std::string data = test::test_data_dir();
+  j = select_json("--device cpu --model " + data + "/reference/llama-tiny --kv-cache-dtype turboquant_3bit_nc", 0);
+  const int64_t tiny_slot = spec_slot_bytes(kSpecPresets[3], 32);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 1);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["bytes_per_token"], 4 * (2 * 128 + tiny_slot));
+  // sliding_window skips every sliding-window layer (a config whose layers 1 and 3 of 6 slide).
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("pagoda_cli_sliding_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 256,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 6, "sliding_window": 64,
+      "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "full_attention"]})";
+  j = select_json("--device cpu --model " + dir.string() + " --kv-cache-dtype turboquant_4bit_nc", 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 2);  // layers 2 and 3
+  j = select_json("--device cpu --model " + dir.string() + " --kv-cache-dtype turboquant_4bit_nc "
+                  "--kv-cache-dtype-skip-layers sliding_window", 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 1);  // layer 2
+  // A config file's list is the option's list.
+  std::ofstream(dir / "skip.yaml") << "kv_cache_dtype_skip_layers: [sliding_window, 2]\n";
+  j = select_json("--device cpu --model " + dir.string() + " --kv-cache-dtype turboquant_4bit_nc --config " +
+                  (dir / "skip.yaml").string(), 0);
+  EXPECT_EQ(j["kv_cache_capacity"]["model"]["quantized_layers"], 0);
+  fs::remove_all(dir);
+}
+
+// The built-in real model by name and as a GGUF file: SmolLM2-135M has 30 layers, 3 KV heads of 64.
+TEST(BackendsSelect, KvCapacityOfTheBuiltinModel) {
+  const std::string file = (model_cache_dir() / kDefaultModelFile).string();
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "the built-in model is not in the model cache: run scripts/fetch-models.sh";
+  for (const std::string& model : {std::string("smollm2:135m"), file}) {
+    Json j = select_json("--device cpu --kv-cache-dtype turboquant_k3v4_nc --model " + model, 0);
+    EXPECT_THAT(j["log"][1]["message"].get<std::string>(), testing::HasSubstr("Using TURBOQUANT"));
+    const Json& m = j["kv_cache_capacity"]["model"];
+    const int64_t slot = spec_slot_bytes(kSpecPresets[2], 64), bf16 = 4 * 64;
+    EXPECT_EQ(j["kv_cache_capacity"]["bytes_per_token_head"], slot);
+    EXPECT_EQ(m["num_layers"], 30);
+    EXPECT_EQ(m["quantized_layers"], 26);
+    EXPECT_EQ(m["bytes_per_token"], 3 * (4 * bf16 + 26 * slot));
+    EXPECT_DOUBLE_EQ(m["tokens_vs_bfloat16"].get<double>(), 30.0 * bf16 / (4 * bf16 + 26 * slot));
+  }
+}
+
 TEST(BackendsSelect, TableOutput) {
   auto r = run_pagoda("backends select --device-capability 8.9 --kv-cache-dtype fp8");
   EXPECT_EQ(r.exit_code, 0);
@@ -275,6 +417,8 @@ TEST(BackendsList, ShowsBuiltStatus) {
   r = run_pagoda("backends list");
   EXPECT_THAT(r.out, testing::HasSubstr("FLEX_ATTENTION  [cuda]  not built in this binary"));
   EXPECT_THAT(r.out, testing::HasSubstr("CPU_ATTN  [cpu]  built into this binary"));
+  EXPECT_THAT(r.out, testing::HasSubstr("pagoda's own: a CPU runner, always built: on the CPU a turboquant_* layer "
+                                        "selects TURBOQUANT"));
 }
 
 }  // namespace

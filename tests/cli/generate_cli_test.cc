@@ -197,8 +197,10 @@ TEST(GenerateCli, Errors) {
   r = run_pagoda("generate --model " + data + "/models/stories260K/hf --max-model-len 8 --prompt 'Once upon a time there was a big dog'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("maximum context"));
-  // stories260K has 5 layers: layers 0, 1, 3, 4 are TurboQuant boundary layers, layer 2 is not.
-  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --kv-cache-dtype turboquant_k8v4 --max-tokens 1");
+  // stories260K has 5 layers: layers 0, 1, 3, 4 are TurboQuant boundary layers, layer 2 is not; forcing CPU_ATTN
+  // makes layer 2 fail CPU_ATTN's construction check (spec §6.4).
+  r = run_pagoda("generate --model " + data + "/models/stories260K/hf --kv-cache-dtype turboquant_k8v4 "
+                 "--attention-backend CPU_ATTN --max-tokens 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, testing::HasSubstr("CPU_ATTN does not support turboquant_k8v4 kv-cache."));
   // dummy:tiny has 4 layers, all of them boundary layers: it runs with an uncompressed cache.
@@ -207,6 +209,71 @@ TEST(GenerateCli, Errors) {
   r = run_pagoda("generate --device cuda --max-tokens 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, testing::HasSubstr("--device cuda"));
+}
+
+// A TurboQuant cache on the CPU: stories260K's 5 layers keep boundary layers 0, 1, 3, 4 on CPU_ATTN (bfloat16)
+// and run layer 2 on TURBOQUANT. Startup reports both selections and the capacity (from the slot of spec §3.7:
+// head 8, 4 KV heads); greedy decoding follows the golden text for its first tokens (32 with FP8 keys, 16 with
+// 3/4-bit keys of head size 8), the goldens of this model checked when the runner was written.
+TEST(GenerateCli, TurboQuantOnTheCpu) {
+  std::string dir = test_data_dir() + "/models/stories260K";
+  const Json golden = load_json(dir + "/golden.json")["hf_reference"]["greedy_token_ids"];
+  struct Preset {
+    const char* name;
+    int key_bits, value_bits;
+    size_t golden_prefix;
+  };
+  for (const Preset& p : {Preset{"turboquant_k8v4", 8, 4, 32}, Preset{"turboquant_4bit_nc", 4, 4, 16},
+                          Preset{"turboquant_k3v4_nc", 3, 4, 16}, Preset{"turboquant_3bit_nc", 3, 3, 16}}) {
+    auto r = run_pagoda("generate --device cpu --model " + dir + "/hf --kv-cache-dtype " + p.name +
+                        " --prompt '' --temperature 0 --max-tokens 64 --num-gpu-blocks-override 4 --output-json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, testing::HasSubstr("Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN']."));
+    EXPECT_THAT(r.err, testing::HasSubstr("Using TURBOQUANT attention backend out of potential backends: ['TURBOQUANT']."));
+    // Bytes per token: 4 boundary layers of 4 KV heads x (K + V of 8 bfloat16), 1 layer of 4 slots.
+    const int key = p.key_bits == 8 ? 8 : (8 * p.key_bits + 7) / 8 + 2, value = (8 * p.value_bits + 7) / 8 + 4;
+    const int slot = (key + value + 1) / 2 * 2;
+    const int per_token = 4 * 4 * 32 + 4 * slot, bf16_per_token = 5 * 4 * 32;
+    char expect[256];
+    std::snprintf(expect, sizeof expect, "CPU KV cache: 4 blocks of 128 tokens (512 tokens, %.2f KiB; %s on 1 of 5 "
+                  "layers: %.2fx the tokens of a bfloat16 cache)", 512.0 * per_token / 1024, p.name,
+                  double(bf16_per_token) / per_token);
+    EXPECT_THAT(r.err, testing::HasSubstr(expect));
+    const Json ids = Json::parse(r.out)["token_ids"];
+    ASSERT_EQ(ids.size(), 64u);
+    for (size_t i = 0; i < p.golden_prefix; ++i) EXPECT_EQ(ids[i], golden[i]) << p.name << " token " << i;
+  }
+  // The built-in SmolLM2-135M (30 layers, 26 of them TurboQuant) still answers the question.
+  if (!std::filesystem::exists(model_cache_dir() / kDefaultModelFile)) return;
+  auto r = run_pagoda("generate --device cpu --kv-cache-dtype turboquant_k3v4_nc --temperature 0 --max-tokens 8 "
+                      "--num-gpu-blocks-override 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, testing::StartsWith("The capital of Japan is Tokyo"));
+  EXPECT_THAT(r.err, testing::HasSubstr("turboquant_k3v4_nc on 26 of 30 layers: 2.91x the tokens of a bfloat16 cache"));
+}
+
+// --kv-cache-dtype-skip-layers keeps the named layers' cache unquantized: llama-tiny (3 layers, head size 32) with
+// an fp8 cache on layers 0 and 2 only, or on none; the option needs a quantized dtype and layers the model has.
+TEST(GenerateCli, KvCacheDtypeSkipLayers) {
+  const std::string model = " --model " + test_data_dir() + "/reference/llama-tiny --prompt-token-ids 1,2,3 "
+                            "--max-tokens 2 --num-gpu-blocks-override 4";
+  // 512 tokens x 4 KV heads x (K + V of 32 elements): 128 KiB per layer in fp8, 256 KiB in bfloat16.
+  auto r = run_pagoda("generate --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 1" + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("CPU KV cache: 4 blocks of 128 tokens (512 tokens, 512.00 KiB; fp8 on 2 of 3 layers: "
+                                        "1.50x the tokens of a bfloat16 cache)"));
+  r = run_pagoda("generate --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers=0,1,2" + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("CPU KV cache: 4 blocks of 128 tokens (512 tokens, 768.00 KiB, bfloat16)"));
+  r = run_pagoda("generate --kv-cache-dtype-skip-layers 1" + model);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("the KV cache dtype auto is not quantized"));
+  r = run_pagoda("generate --kv-cache-dtype fp8_e5m2 --kv-cache-dtype-skip-layers 3" + model);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("--kv-cache-dtype-skip-layers: layer 3 is not a layer of the model (it has 3 layers: 0-2)"));
+  r = run_pagoda("generate --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 1,first" + model);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::HasSubstr("argument --kv-cache-dtype-skip-layers: invalid item 'first'"));
 }
 
 // A checkpoint that declares a KV-cache quantization scheme gets an fp8 cache; its scales are not loaded,

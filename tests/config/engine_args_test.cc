@@ -151,6 +151,26 @@ TEST(EngineArgs, DtypeResolution) {
   EXPECT_EQ(resolve_model_dtype(DTypeChoice::kFloat32, DType::kBF16, false), DType::kF32);
 }
 
+// --kv-cache-dtype-skip-layers: comma-separated, or the items of a config file's list (`--x a b`, up to the next
+// option); each a layer index or sliding_window, anything else refused while parsing.
+TEST(EngineArgs, KvCacheDtypeSkipLayers) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parse({}).args.cache.kv_cache_dtype_skip_layers, V{});
+  EXPECT_EQ(parse({"--kv-cache-dtype-skip-layers", "0, 7,sliding_window"}).args.cache.kv_cache_dtype_skip_layers,
+            (V{"0", "7", "sliding_window"}));
+  auto p = parse({"--kv-cache-dtype-skip-layers", "3", "sliding_window", "12", "--block-size", "32"});
+  EXPECT_EQ(p.args.cache.kv_cache_dtype_skip_layers, (V{"3", "sliding_window", "12"}));
+  EXPECT_EQ(p.v.block_size, 32);
+  EXPECT_EQ(parse({"--kv_cache_dtype_skip_layers=007"}).args.cache.kv_cache_dtype_skip_layers, V{"7"});
+  EXPECT_EQ(parse_kv_cache_dtype_skip_layers(""), V{});
+  for (const char* bad : {"x", "-1", "1.5", "sliding-window", "0,,first"}) {
+    EXPECT_THAT(error_of({"--kv-cache-dtype-skip-layers=" + std::string(bad)}),
+                testing::StartsWith("argument --kv-cache-dtype-skip-layers: invalid item")) << bad;
+  }
+  EXPECT_THAT(error_of({"--kv-cache-dtype-skip-layers", "99999999999"}), testing::HasSubstr("is out of range"));
+  EXPECT_THAT(error_of({"--kv-cache-dtype-skip-layers"}), testing::HasSubstr("expected one argument"));
+}
+
 TEST(EngineArgs, HelpListsEveryOption) {
   EngineArgs a;
   ArgParser parser("pagoda serve", "serve");
@@ -158,7 +178,7 @@ TEST(EngineArgs, HelpListsEveryOption) {
   std::string help = parser.help();
   for (const char* opt : {"--model", "--dtype", "--block-size", "--kv-cache-dtype", "--attention-backend",
                           "--attention-config, -ac", "--batch-invariant", "--port", "--api-key", "--max-num-seqs",
-                          "--gpu-memory-utilization", "--enforce-eager"})
+                          "--gpu-memory-utilization", "--enforce-eager", "--kv-cache-dtype-skip-layers LAYERS"})
     EXPECT_NE(help.find(opt), std::string::npos) << opt;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "gpu_test_util.h"
 #include "pagoda/ops/cuda/quant_gemv_kernel.cuh"
@@ -47,6 +48,7 @@ struct WarpSim {
   Barrier bar{32};
   uint32_t a[32][4];
   uint32_t b[32][2];
+  float f[32];
 };
 
 struct CtaSim {
@@ -125,16 +127,24 @@ struct HostOps {
   static void commit() {}
   template <int N>
   static void wait() {}
+  static float shfl(float v, int src_lane) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    w.f[t_tid & 31] = v;
+    w.bar.wait();
+    const float r = w.f[src_lane];
+    w.bar.wait();
+    return r;
+  }
   static void sync_warp() { t_cta->warps[t_tid >> 5].bar.wait(); }
   static void sync_cta() { t_cta->bar.wait(); }
 };
 
-template <QuantType Q, typename T>
-void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
-  const int ctas = (n + kTileRows - 1) / kTileRows;
+// Runs `ctas` CTAs one after the other, each looping over its row tiles as on the device.
+template <QuantType Q, typename T, int NT, int S = 0>
+void emulate_nt(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int ctas) {
   for (int cta = 0; cta < ctas; ++cta) {
     auto sim = std::make_unique<CtaSim>();
-    std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[Fmt<Q>::kSmemBytes + 16]);
+    std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[Cfg<Q, NT, S>::kSmemBytes + 16]);
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_owner.get()) + 15) & ~uintptr_t(15));
     std::vector<std::thread> threads;
     for (int tid = 0; tid < kThreads; ++tid)
@@ -142,24 +152,31 @@ void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, in
         t_cta = sim.get();
         t_tid = tid;
         t_smem = smem;
-        if (m <= 8) gemv_cta<Q, T, 1, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);  // as the launch
-        else gemv_cta<Q, T, kMaxTiles, HostOps>(x, w, bias, y, m, n, k, ldy, cta, tid, smem);
+        gemv_cta<Q, T, NT, S, HostOps>(x, w, bias, y, m, n, k, ldy, cta, ctas, tid, smem);
       });
     for (auto& th : threads) th.join();
   }
 }
 
+// The kernel the launch picks for m (quant_gemv_kernel.cuh's launch_quant_gemv).
+template <QuantType Q, typename T>
+void emulate(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int ctas) {
+  if (m == 1) emulate_nt<Q, T, 0>(x, w, bias, y, m, n, k, ldy, ctas);
+  else if (m <= 8) emulate_nt<Q, T, 1>(x, w, bias, y, m, n, k, ldy, ctas);
+  else emulate_nt<Q, T, kMaxTiles>(x, w, bias, y, m, n, k, ldy, ctas);
+}
+
 template <typename T>
-void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy) {
+void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int ctas) {
   switch (q) {
-    case QuantType::kQ4_0: return emulate<QuantType::kQ4_0>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ4_1: return emulate<QuantType::kQ4_1>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ5_0: return emulate<QuantType::kQ5_0>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ5_1: return emulate<QuantType::kQ5_1>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ8_0: return emulate<QuantType::kQ8_0>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ4_K: return emulate<QuantType::kQ4_K>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ5_K: return emulate<QuantType::kQ5_K>(x, w, bias, y, m, n, k, ldy);
-    case QuantType::kQ6_K: return emulate<QuantType::kQ6_K>(x, w, bias, y, m, n, k, ldy);
+    case QuantType::kQ4_0: return emulate<QuantType::kQ4_0>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ4_1: return emulate<QuantType::kQ4_1>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ5_0: return emulate<QuantType::kQ5_0>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ5_1: return emulate<QuantType::kQ5_1>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ8_0: return emulate<QuantType::kQ8_0>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ4_K: return emulate<QuantType::kQ4_K>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ5_K: return emulate<QuantType::kQ5_K>(x, w, bias, y, m, n, k, ldy, ctas);
+    case QuantType::kQ6_K: return emulate<QuantType::kQ6_K>(x, w, bias, y, m, n, k, ldy, ctas);
     case QuantType::kNone: break;
   }
 }
@@ -167,16 +184,20 @@ void run_case(QuantType q, const T* x, const uint8_t* w, const T* bias, T* y, in
 struct Shape {
   int m, n, k;
   bool bias;
+  int ctas = 0;  // CTAs of the launch (0: one per 16-row tile); fewer loop over several tiles each
 };
 
 // The 32-weight formats: k = 32 x odd (rows 2-byte aligned for Q4_0, Q5_0, Q8_0), a partial last slab, a
 // warp with more slabs than ring stages (k = 8192), m across the 8-token tiles, n not a multiple of 16
 // with rows both 16-byte aligned (k = 512) and not.
+// A CTA looping over tiles (ctas < tiles): its ring runs across tile ends, the last tile partial, with one
+// token (m = 1: the one-token kernel) and more.
 const Shape kLegacyShapes[] = {{1, 16, 256, false}, {3, 37, 416, true}, {8, 20, 224, false}, {9, 16, 288, false},
-                               {32, 17, 96, true},  {2, 16, 8192, false}, {4, 21, 512, true}};
+                               {32, 17, 96, true},  {2, 16, 8192, false}, {4, 21, 512, true},
+                               {1, 50, 416, true, 2}, {9, 37, 2048, false, 1}};
 // The k-quants: k = 256 x odd (Q6_K rows of 210 x odd bytes), 40 blocks (5 slabs a warp).
 const Shape kKShapes[] = {{1, 16, 256, false}, {5, 33, 768, true}, {8, 16, 10240, false},
-                          {17, 18, 512, false}, {32, 16, 256, true}};
+                          {17, 18, 512, false}, {32, 16, 256, true}, {1, 50, 2816, true, 2}, {3, 37, 768, false, 1}};
 
 template <typename T>
 void check_type(QuantType q, DType dt) {
@@ -185,7 +206,9 @@ void check_type(QuantType q, DType dt) {
   const bool kq = quant_traits(q).block_elems == 256;
   for (const Shape& s : kq ? std::vector<Shape>(std::begin(kKShapes), std::end(kKShapes))
                            : std::vector<Shape>(std::begin(kLegacyShapes), std::end(kLegacyShapes))) {
-    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+                 " ctas=" + std::to_string(s.ctas));
+    const int ctas = s.ctas > 0 ? s.ctas : (s.n + kTileRows - 1) / kTileRows;
     const size_t row_bytes = quant_row_bytes(q, s.k);
     std::vector<uint8_t> wq = test::random_blocks(q, rng.gen(), s.n, s.k);
     // 16-byte aligned (the kernel's PRECOND); no read may pass its last byte (checked by HostOps)
@@ -199,7 +222,35 @@ void check_type(QuantType q, DType dt) {
     test::HostArray y(dt, size_t(s.m) * ldy);
     std::fill(y.bytes.begin(), y.bytes.end(), uint8_t(test::kPoisonByte));
     run_case<T>(q, reinterpret_cast<const T*>(x.bytes.data()), w, s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr,
-                reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy);
+                reinterpret_cast<T*>(y.bytes.data()), s.m, s.n, s.k, ldy, ctas);
+    if (s.m == 1 && (q == QuantType::kQ4_K || q == QuantType::kQ8_0) && std::is_same_v<T, bf16>) {
+      // The ring depths the benchmark may pick (QuantGemvParams::stages) give the same bits.
+      for (int stages : {2, 3, 4}) {
+        test::HostArray ys(dt, size_t(ldy));
+        const T* bp = s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr;
+        const T* xp = reinterpret_cast<const T*>(x.bytes.data());
+        T* yp = reinterpret_cast<T*>(ys.bytes.data());
+        auto go = [&](auto qc) {
+          constexpr QuantType kQ = decltype(qc)::value;
+          if (stages == 2) emulate_nt<kQ, T, 0, 2>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+          else if (stages == 3) emulate_nt<kQ, T, 0, 3>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+          else emulate_nt<kQ, T, 0, 4>(xp, w, bp, yp, 1, s.n, s.k, ldy, ctas);
+        };
+        if (q == QuantType::kQ4_K) go(std::integral_constant<QuantType, QuantType::kQ4_K>{});
+        else go(std::integral_constant<QuantType, QuantType::kQ8_0>{});
+        EXPECT_EQ(std::memcmp(ys.bytes.data(), y.bytes.data(), size_t(s.n) * dtype_size(dt)), 0)
+            << stages << " stages differ from the default";
+      }
+    }
+    if (s.m > 1) {
+      // Batch invariance: token 0 alone (the one-token kernel) gives row 0's bits.
+      test::HostArray y1(dt, size_t(ldy));
+      run_case<T>(q, reinterpret_cast<const T*>(x.bytes.data()), w,
+                  s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr, reinterpret_cast<T*>(y1.bytes.data()),
+                  1, s.n, s.k, ldy, ctas);
+      EXPECT_EQ(std::memcmp(y1.bytes.data(), y.bytes.data(), size_t(s.n) * dtype_size(dt)), 0)
+          << "token 0 differs between m = 1 and m = " << s.m;
+    }
     for (int j = 0; j < s.m; ++j)
       for (int c = s.n; c < ldy; ++c) EXPECT_TRUE(std::isnan(y.get(size_t(j) * ldy + c))) << "gap written";
     EXPECT_EQ(g_w_overreads.load(), 0) << "copies of W read outside its bytes";

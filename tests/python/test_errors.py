@@ -24,6 +24,7 @@ CONFIG_ERRORS = [
     ({"gpu_memory_utilization": 1.5}, ["--gpu-memory-utilization", "1.5"]),
     ({"device": "tpu"}, ["--device", "tpu"]),
     ({"load_format": "pt"}, ["--load-format", "pt"]),
+    ({"kv_cache_dtype_skip_layers": ["first"]}, ["--kv-cache-dtype-skip-layers", "first"]),
     ({"log_level": "LOUD"}, ["--log-level", "LOUD"]),
     ({"config": "engine.txt"}, ["--config", "engine.txt"]),
     ({"json_config": "/nonexistent/engine.json"}, ["--json-config", "/nonexistent/engine.json"]),
@@ -37,6 +38,19 @@ def test_config_errors_are_the_clis(kwargs, argv, pagoda_bin):
     with pytest.raises(ValueError) as e:
         LLM(model="dummy:tiny", **kwargs)
     assert str(e.value) == cli_error(r)
+
+
+def test_kv_cache_dtype_skip_layers_errors_are_the_clis(pagoda_bin):
+    """Checked at engine start, against the model's layers and the KV cache dtype it resolves."""
+    cases = [({"kv_cache_dtype_skip_layers": [1]}, ["--kv-cache-dtype-skip-layers", "1"]),
+             ({"kv_cache_dtype": "fp8", "kv_cache_dtype_skip_layers": [0, 9]},
+              ["--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "0", "9"])]
+    for kwargs, argv in cases:
+        r = run_cli(pagoda_bin, "generate", "--model", "dummy:tiny", *argv)
+        assert r.returncode == 2, r.stderr
+        with pytest.raises(ValueError) as e:
+            LLM(model="dummy:tiny", **kwargs)
+        assert str(e.value) == cli_error(r)
 
 
 def test_environment_errors_are_the_clis(pagoda_bin, monkeypatch):

@@ -36,6 +36,23 @@ def test_greedy_golden_text(llm, golden):
     assert c.cumulative_logprob is None and c.logprobs is None
 
 
+def test_kv_cache_options_equal_cli(stories, pagoda_bin, golden):
+    """kv_cache_dtype_skip_layers (vLLM's list) reaches the engine as the CLI's option: stories260K's TurboQuant
+    cache quantizes layer 2 only (the others are boundary layers), so skipping it leaves a bfloat16 cache and
+    the golden text; without it the greedy tokens are the CLI's with the same cache."""
+    params = SamplingParams(temperature=0, max_tokens=64)
+    ids = golden["hf_reference"]["greedy_token_ids"][:64]
+    for skip in ([2], [2, "sliding_window"], "2"):
+        llm = LLM(model=stories, device="cpu", kv_cache_dtype="turboquant_4bit_nc", kv_cache_dtype_skip_layers=skip)
+        (out,) = llm.generate("", params, use_tqdm=False)
+        assert out.outputs[0].token_ids == ids, skip
+    (out,) = LLM(model=stories, device="cpu", kv_cache_dtype="turboquant_4bit_nc").generate("", params, use_tqdm=False)
+    cli = cli_json(pagoda_bin, "--model", stories, "--device", "cpu", "--kv-cache-dtype", "turboquant_4bit_nc",
+                   "--prompt", "", "--temperature", "0", "--max-tokens", "64")
+    assert out.outputs[0].token_ids == cli["token_ids"]
+    assert out.outputs[0].token_ids != ids  # the quantized layer 2 changes the text of this tiny model
+
+
 def test_greedy_equals_cli(llm, stories, pagoda_bin):
     cli = cli_json(pagoda_bin, "--model", stories, "--prompt", "", "--temperature", "0", "--max-tokens", "256")
     (out,) = llm.generate("", GREEDY, use_tqdm=False)

@@ -99,13 +99,21 @@ BackendName AttentionSelector::select_cuda(const SelectorConfig& cfg, std::optio
   return selected.b;
 }
 
-BackendName AttentionSelector::select_cpu(const SelectorConfig&, std::optional<BackendName> forced) {
+// §5.4, with one addition (docs/architecture.md, "Where pagoda goes beyond the spec"): a layer whose KV cache
+// dtype is a TurboQuant preset runs on TURBOQUANT, whose CPU runner reads the packed cache; every other layer
+// (TurboQuant boundary layers included) runs on CPU_ATTN. Forcing CPU_ATTN keeps CPU_ATTN, whose construction
+// check then refuses the TurboQuant cache (§6.4).
+BackendName AttentionSelector::select_cpu(const SelectorConfig& cfg, std::optional<BackendName> forced) {
   trace_ = {};
-  if (forced && *forced != BackendName::kCpuAttn) PAGODA_LOG_INFO("Cannot use ", backend_name_str(*forced), " backend on CPU.");
-  trace_.potential = {BackendName::kCpuAttn};
-  std::string info = "Using CPU_ATTN attention backend out of potential backends: ['CPU_ATTN'].";
+  const bool turboquant = is_turboquant_kv_dtype(cfg.kv_cache_dtype) && forced != BackendName::kCpuAttn;
+  const BackendName selected = turboquant ? BackendName::kTurboQuant : BackendName::kCpuAttn;
+  if (forced && *forced != selected && *forced != BackendName::kCpuAttn)
+    PAGODA_LOG_INFO("Cannot use ", backend_name_str(*forced), " backend on CPU.");
+  trace_.potential = {selected};
+  std::string info = str_cat("Using ", backend_name_str(selected), " attention backend out of potential backends: ['",
+                             backend_name_str(selected), "'].");
   if (first_time(info)) PAGODA_LOG_INFO(info);
-  return BackendName::kCpuAttn;
+  return selected;
 }
 
 void AttentionSelector::after_selection(BackendName b) {

@@ -11,26 +11,49 @@
 #include "pagoda/cli/commands.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/model/builtin_models.h"
+#include "pagoda/model/gguf_model.h"
+#include "pagoda/model/load_model.h"
 
 namespace pagoda {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// What the explain command reads from a model's config.json (§11: head size, dtype, layer 0's sliding
-// window, kv_cache_scheme).
+// What the explain command reads from --model (§11: head size, dtype, layer 0's sliding window,
+// kv_cache_scheme; for the KV cache capacity also the layers).
 struct ModelFacts {
   int head_size = 0;
   std::optional<DType> checkpoint_dtype;
   bool layer0_sliding = false;
   bool has_kv_cache_scheme = false;
   bool per_head_quant_scales = false;
+  int num_layers = 0;               // 0: not known (a config.json without num_hidden_layers)
+  int num_kv_heads = 0;
+  std::vector<bool> layer_sliding;  // [num_layers]
 };
 
-ModelFacts read_model_facts(const std::string& dir) {
+// A built-in name's config or a GGUF file's header (never weights), as engine start reads them.
+ModelFacts facts_of(const ModelConfig& c) {
+  ModelFacts f;
+  f.head_size = c.head_dim;
+  f.checkpoint_dtype = c.checkpoint_dtype;
+  f.has_kv_cache_scheme = c.has_kv_cache_scheme;
+  f.per_head_quant_scales = c.kv_cache_scheme_strategy.value_or("") == "attn_head";
+  f.num_layers = c.num_layers;
+  f.num_kv_heads = c.num_kv_heads;
+  for (int l = 0; l < c.num_layers; ++l)
+    f.layer_sliding.push_back(size_t(l) < c.layer_uses_sliding_window.size() && c.layer_uses_sliding_window[size_t(l)]);
+  f.layer0_sliding = !f.layer_sliding.empty() && f.layer_sliding.front();
+  return f;
+}
+
+ModelFacts read_config_json(const std::string& dir) {
   std::string path = dir + "/config.json";
   std::ifstream in(path);
-  if (!in) throw_config_error("Cannot read ", path, ": --model must be a local model folder with a config.json");
+  if (!in)
+    throw_config_error("Cannot read ", path, ": --model must be a local model folder with a config.json, a GGUF file "
+                       "or a built-in name (", kDefaultModel, ", ", kDummyTinyModel, ", ", kDummyLlama3_8B, ", ...)");
   Json j;
   try {
     j = Json::parse(in);
@@ -63,12 +86,21 @@ ModelFacts read_model_facts(const std::string& dir) {
     arch = j["architectures"][0].get<std::string>();
   bool has_window = j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
                     j["sliding_window"].get<long long>() > 0;
-  if (j.contains("layer_types") && j["layer_types"].is_array() && !j["layer_types"].empty()) {
-    f.layer0_sliding = j["layer_types"][0] == "sliding_attention";
-  } else if (arch == "MistralForCausalLM") {
-    f.layer0_sliding = has_window;
-  } else if (j.value("use_sliding_window", false) && has_window) {
-    f.layer0_sliding = 0 >= get_int("max_window_layers").value_or(0);
+  auto sliding = [&](int l) {
+    if (j.contains("layer_types") && j["layer_types"].is_array() && !j["layer_types"].empty())
+      return size_t(l) < j["layer_types"].size() && j["layer_types"][size_t(l)] == "sliding_attention";
+    if (arch == "MistralForCausalLM") return has_window;
+    if (j.value("use_sliding_window", false) && has_window) return l >= get_int("max_window_layers").value_or(0);
+    return false;
+  };
+  f.layer0_sliding = sliding(0);
+  // The layers, for the capacity only: a config.json without them still explains the selection.
+  const auto layers = get_int("num_hidden_layers");
+  const auto kv_heads = get_int("num_key_value_heads") ? get_int("num_key_value_heads") : get_int("num_attention_heads");
+  if (layers && *layers > 0 && *layers <= kMaxNumLayers && kv_heads && *kv_heads > 0 && *kv_heads <= kMaxNumHeads) {
+    f.num_layers = int(*layers);
+    f.num_kv_heads = int(*kv_heads);
+    for (int l = 0; l < f.num_layers; ++l) f.layer_sliding.push_back(sliding(l));
   }
   if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
     const auto& q = j["quantization_config"];
@@ -79,6 +111,54 @@ ModelFacts read_model_facts(const std::string& dir) {
   }
   return f;
 }
+
+ModelFacts read_model_facts(const std::string& model) {
+  if (auto c = builtin_model_config(model)) return facts_of(*c);
+  if (is_builtin_real_model(model)) return facts_of(gguf_model_config(*GgufFile::open(builtin_model_file(model).string())));
+  if (is_gguf_path(model)) return facts_of(gguf_model_config(*GgufFile::open(model)));
+  return read_config_json(model);
+}
+
+// What a KV cache of the layer's dtype holds (spec §10): bytes per (token, KV head) against bfloat16's 4 x head
+// size, and with --model the same over every layer (TurboQuant boundary and skipped layers at `auto`).
+struct KvCapacity {
+  std::string kv_cache_dtype;
+  int64_t bytes_per_token_head = 0;
+  int64_t bfloat16_bytes_per_token_head = 0;
+  struct Model {
+    int num_layers = 0, quantized_layers = 0;
+    int64_t bytes_per_token = 0, bfloat16_bytes_per_token = 0;  // every layer's K and V of every KV head
+  };
+  std::optional<Model> model;
+};
+
+KvCapacity kv_capacity(const AttentionBackend& backend, const SelectorConfig& cfg, int block_size, KvLayout layout,
+                       const std::optional<ModelFacts>& facts, const std::vector<std::string>& skip_layers) {
+  KvCapacity c;
+  c.kv_cache_dtype = cfg.kv_cache_dtype;
+  KvCacheShape shape = backend.kv_cache_shape(1, block_size, 1, cfg.head_size, cfg.kv_cache_dtype, cfg.dtype, layout);
+  int64_t bytes = shape.element_bytes;
+  for (int64_t d : shape.physical) bytes *= d;
+  c.bytes_per_token_head = bytes / block_size;
+  c.bfloat16_bytes_per_token_head = 2 * int64_t(cfg.head_size) * 2;
+  if (!facts || facts->num_layers == 0) return c;
+  KvCapacity::Model m;
+  m.num_layers = facts->num_layers;
+  const auto kv = layer_kv_cache_dtypes(cfg.kv_cache_dtype, facts->num_layers, facts->layer_sliding, skip_layers);
+  for (const std::string& layer_kv : kv) {
+    const bool same = layer_kv == cfg.kv_cache_dtype;
+    m.quantized_layers += same && is_quantized_kv_dtype(layer_kv);
+    const int64_t per_head =
+        same ? c.bytes_per_token_head
+             : 2 * int64_t(cfg.head_size) * int64_t(dtype_size(kv_cache_element_dtype(layer_kv, cfg.dtype)));
+    m.bytes_per_token += per_head * facts->num_kv_heads;
+    m.bfloat16_bytes_per_token += c.bfloat16_bytes_per_token_head * facts->num_kv_heads;
+  }
+  c.model = m;
+  return c;
+}
+
+double ratio(int64_t bfloat16_bytes, int64_t bytes) { return double(bfloat16_bytes) / double(bytes); }
 
 struct ExplainOptions {
   std::optional<int> head_size;
@@ -102,6 +182,7 @@ struct ExplainResult {
   int exit_code = 0;
   std::optional<SelectorConfig> cfg;
   std::vector<std::pair<BackendName, std::vector<std::string>>> table;  // every candidate
+  std::optional<KvCapacity> capacity;  // once a backend was selected
 };
 
 Json to_json(const ExplainResult& r, const std::vector<LogRecord>& log) {
@@ -122,6 +203,20 @@ Json to_json(const ExplainResult& r, const std::vector<LogRecord>& log) {
   Json lines = Json::array();
   for (const auto& rec : log) lines.push_back({{"level", std::string(log_level_name(rec.level))}, {"message", rec.message}});
   j["log"] = lines;
+  // pagoda's addition to §11's object, after its fields: what the selected layer's cache holds.
+  Json cap = nullptr;
+  if (r.capacity && r.selected) {
+    const KvCapacity& c = *r.capacity;
+    cap = {{"kv_cache_dtype", c.kv_cache_dtype}, {"bytes_per_token_head", c.bytes_per_token_head},
+           {"bfloat16_bytes_per_token_head", c.bfloat16_bytes_per_token_head},
+           {"tokens_vs_bfloat16", ratio(c.bfloat16_bytes_per_token_head, c.bytes_per_token_head)}, {"model", nullptr}};
+    if (c.model)
+      cap["model"] = {{"num_layers", c.model->num_layers}, {"quantized_layers", c.model->quantized_layers},
+                      {"bytes_per_token", c.model->bytes_per_token},
+                      {"bfloat16_bytes_per_token", c.model->bfloat16_bytes_per_token},
+                      {"tokens_vs_bfloat16", ratio(c.model->bfloat16_bytes_per_token, c.model->bytes_per_token)}};
+  }
+  j["kv_cache_capacity"] = cap;
   return j;
 }
 
@@ -142,6 +237,19 @@ void print_table(const ExplainResult& r) {
     if (r.fa_version) std::printf("FlashAttention:       version %d\n", *r.fa_version);
     std::printf("KV cache layout:      %s\n", kv_layout_str(r.layout));
     std::printf("KV cache block size:  %d\n", r.block_size);
+    if (r.capacity) {
+      const KvCapacity& c = *r.capacity;
+      std::printf("KV cache slot:        %lld bytes per token and KV head (%s; bfloat16: %lld): %.2fx the tokens of a "
+                  "bfloat16 cache\n", (long long)c.bytes_per_token_head, c.kv_cache_dtype.c_str(),
+                  (long long)c.bfloat16_bytes_per_token_head, ratio(c.bfloat16_bytes_per_token_head, c.bytes_per_token_head));
+      if (c.model) {
+        const std::string which = c.model->quantized_layers == 0 ? std::string(": ")
+            : str_cat("; ", c.kv_cache_dtype, " on ", c.model->quantized_layers, " of ", c.model->num_layers, " layers: ");
+        std::printf("model KV cache:       %lld bytes per token (bfloat16: %lld)%s%.2fx the tokens of a bfloat16 cache\n",
+                    (long long)c.model->bytes_per_token, (long long)c.model->bfloat16_bytes_per_token, which.c_str(),
+                    ratio(c.model->bfloat16_bytes_per_token, c.model->bytes_per_token));
+      }
+    }
   } else {
     std::printf("error: %s\n", r.error ? r.error->c_str() : "selection failed");
   }
@@ -223,23 +331,33 @@ ExplainResult explain(const std::vector<std::string>& raw, bool* help_only) {
     // The simulated device treats every backend as built (§3.1).
     BackendRegistry registry = BackendRegistry::builtin(/*all_built=*/true);
     SelectionTarget target{cuda ? DeviceKind::kCuda : DeviceKind::kCpu, r.cc.value_or(ComputeCapability{0, 0}), "CUDA device"};
+    // Option values (§9.7) before selection: the skip list, against the model's layers when it is known.
+    const auto& skip = args.cache.kv_cache_dtype_skip_layers;
+    check_kv_cache_dtype_skip_layers(cfg.kv_cache_dtype, skip);
+    if (facts && facts->num_layers > 0)
+      layer_kv_cache_dtypes(cfg.kv_cache_dtype, facts->num_layers, facts->layer_sliding, skip);
     if (cuda) {
       SelectionEnv env{target.cc, &s.attention, s.batch_invariant};
       for (BackendName b : cuda_priority_list(target.cc, cfg.use_non_causal))
         r.table.emplace_back(b, registry.get(b).why_not(cfg, env));
-    } else {
-      r.table.emplace_back(BackendName::kCpuAttn, std::vector<std::string>{});
     }
     AttentionSelector selector(registry, target, s.attention, s.batch_invariant, s.env_layout);
     try {
       BackendName b = selector.select(cfg);
       r.trace = selector.last_trace();
       r.selected = b;
+      if (!cuda) r.table.emplace_back(b, std::vector<std::string>{});  // CPU: no candidates, the one choice
       if (auto l = selector.layout_so_far()) r.layout = *l;
       AttentionPlan plan = selector.finalize(s.user_block_size);
       r.layout = plan.kv_layout;
       r.block_size = plan.block_size;
       if (b == BackendName::kFlashAttn) r.fa_version = plan.flash_attn_version;
+      try {
+        r.capacity = kv_capacity(registry.get(b), cfg, r.block_size, r.layout, facts, skip);
+      } catch (const Error&) {
+        // No cache shape for this block size (§10: FLASHINFER's pages take any size, its shape only multiples of
+        // 16): the selection stands, the capacity is not known.
+      }
     } catch (const Error&) {
       r.trace = selector.last_trace();
       if (auto l = selector.layout_so_far()) r.layout = *l;
@@ -360,7 +478,7 @@ int run_backends_list(const std::vector<std::string>& raw) {
                 j["sinks"].get<bool>() ? "yes" : "no", j["per_head_quant_scales"].get<bool>() ? "yes" : "no",
                 j["sliding_window"].get<bool>() ? "yes" : "no", j["non_causal"].get<bool>() ? "yes" : "no",
                 j["batch_invariant"].get<bool>() ? "yes" : "no");
-    for (const auto& x : j["beyond_selection"]) std::printf("    pagoda's own, not used by selection: %s\n", x.get<std::string>().c_str());
+    for (const auto& x : j["beyond_selection"]) std::printf("    pagoda's own: %s\n", x.get<std::string>().c_str());
     if (!j["beyond_selection"].empty()) std::printf("\n");
   }
   return 0;

@@ -103,7 +103,7 @@ int run_bench_latency(const std::vector<std::string>& raw) {
   const double tpot = med.decode_seconds / std::max(1, output_len - 1);  // seconds per decode step
   // The loaded weights when on the host (their real dtypes and quantization), else the config's estimate.
   const double wbytes = e.model.weights ? weight_bytes_per_step(*e.model.weights) : weight_bytes(cfg, e.model_dtype, builtin_model_quant(e.model_name));
-  const double kv_token_bytes = 2.0 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * double(dtype_size(e.runner->cache_options().dtype));
+  const double kv_token_bytes = double(e.kv_bytes_per_block) / e.runner->cache_options().block_size;  // every layer's
   const double avg_ctx = input_len + output_len / 2.0;
   const double step_bytes = wbytes + batch * avg_ctx * kv_token_bytes;
   const double achieved = step_bytes / tpot / 1e12;

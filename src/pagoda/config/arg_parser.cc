@@ -63,6 +63,7 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
         value = arg.substr(eq + 1);
       } else if (i + 1 < args.size()) {
         value = args[++i];
+        while (o->list && i + 1 < args.size() && !starts_with(args[i + 1], "-")) value += "," + args[++i];
       } else {
         throw_config_error("argument ", o->name, ": expected one argument");
       }

@@ -21,6 +21,9 @@ struct OptionDecl {
   std::function<void(const std::string&)> set;  // flags receive "true"
   std::function<std::string()> show;            // current value, for the startup dump; may be empty
   std::function<void()> set_no;                 // for --no-NAME; empty when there is no such form
+  // A list: `--name a,b` or `--name a b ...` (the arguments up to the next option, as a config file's list
+  // expands), `set` receiving the items joined with ','.
+  bool list = false;
 };
 
 class ArgParser {

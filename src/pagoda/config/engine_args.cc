@@ -87,6 +87,12 @@ void register_engine_options(ArgParser& p, EngineArgs& a, EngineOptionSet set) {
   p.add({"--kv-cache-dtype", {}, "D", "KV cache dtype: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, "
          "turboquant_k8v4, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_3bit_nc.", "cache",
          [&a](const std::string& v) { a.cache.kv_cache_dtype = v; }, [&a] { return a.cache.kv_cache_dtype; }, {}});
+  p.add({"--kv-cache-dtype-skip-layers", {}, "LAYERS", "Layers whose KV cache stays unquantized (auto) under a "
+         "quantized --kv-cache-dtype (fp8, fp8_e4m3, fp8_e5m2, turboquant_*): layer indices and/or sliding_window "
+         "(every sliding-window layer), comma-separated. TurboQuant's boundary layers (the first and last two) "
+         "keep an unquantized cache anyway.", "cache",
+         [&a](const std::string& v) { a.cache.kv_cache_dtype_skip_layers = parse_kv_cache_dtype_skip_layers(v); },
+         [&a] { return join(a.cache.kv_cache_dtype_skip_layers, ","); }, {}, /*list=*/true});
   if (full) {
     p.add({"--gpu-memory-utilization", {}, "F", "Fraction of GPU memory for weights, activations and KV cache.",
            "cache", [&a](const std::string& v) { a.cache.gpu_memory_utilization = parse_float_arg("--gpu-memory-utilization", v); },
@@ -233,6 +239,20 @@ ValidatedArgs validate_engine_args(const EngineArgs& a) {
     throw_config_error("attention_backend and attention_config.backend are mutually exclusive");
   if (backend_given) v.attention_config.backend = parse_backend_name(*raw, true);
   return v;
+}
+
+std::vector<std::string> parse_kv_cache_dtype_skip_layers(const std::string& value) {
+  std::vector<std::string> items;
+  for (const std::string& raw : split(value, ',')) {
+    const std::string item(trim(raw));
+    if (item.empty()) continue;
+    const bool index = item.find_first_not_of("0123456789") == std::string::npos;
+    if (item != "sliding_window" && !index)
+      throw_config_error("argument --kv-cache-dtype-skip-layers: invalid item '", text_preview(item),
+                         "' (expected layer indices and/or sliding_window, comma-separated)");
+    items.push_back(index ? std::to_string(parse_int_arg("--kv-cache-dtype-skip-layers", item)) : item);
+  }
+  return items;
 }
 
 DType resolve_model_dtype(DTypeChoice choice, std::optional<DType> checkpoint, bool cuda_below_sm80) {

@@ -46,6 +46,8 @@ struct ModelArgs {
 struct CacheArgs {
   std::optional<int> block_size;  // set only when the user gave one (a selection input)
   std::string kv_cache_dtype = "auto";
+  // Layers that keep an `auto` cache under a quantized kv_cache_dtype: indices ("3") and/or "sliding_window".
+  std::vector<std::string> kv_cache_dtype_skip_layers;
   double gpu_memory_utilization = 0.9;
   double kv_cache_space_gib = 4.0;  // CPU: memory for the KV cache
   bool enable_prefix_caching = true;
@@ -100,6 +102,10 @@ enum class EngineOptionSet { kEngine, kServe, kExplain };
 // Declares the engine options on `parser`, writing into `args`. kServe adds the server section.
 // kExplain declares the subset `pagoda backends select` documents (plus log level and config files).
 void register_engine_options(ArgParser& parser, EngineArgs& args, EngineOptionSet set);
+
+// The items of --kv-cache-dtype-skip-layers ("0,5,sliding_window"): each a layer index or sliding_window.
+// Throws a config error for any other item.
+std::vector<std::string> parse_kv_cache_dtype_skip_layers(const std::string& value);
 
 enum class DTypeChoice { kAuto, kBFloat16, kFloat16, kFloat32 };
 

@@ -158,16 +158,20 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
                   ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
                   ", device=", describe(e.device));
 
+  std::vector<bool> sliding(size_t(cfg.num_layers));
+  for (int l = 0; l < cfg.num_layers; ++l)
+    sliding[size_t(l)] = size_t(l) < cfg.layer_uses_sliding_window.size() && cfg.layer_uses_sliding_window[size_t(l)];
+  e.layer_kv_cache_dtypes =
+      layer_kv_cache_dtypes(e.kv_cache_dtype, cfg.num_layers, sliding, args.cache.kv_cache_dtype_skip_layers);
   std::vector<SelectorConfig> layers;
   for (int l = 0; l < cfg.num_layers; ++l) {
     SelectorConfig c;
     c.head_size = cfg.head_dim;
     c.dtype = e.model_dtype;
-    c.kv_cache_dtype = is_turboquant_kv_dtype(e.kv_cache_dtype) && is_turboquant_boundary_layer(l, cfg.num_layers)
-                           ? "auto" : e.kv_cache_dtype;
+    c.kv_cache_dtype = e.layer_kv_cache_dtypes[size_t(l)];
     c.block_size = s.user_block_size;
     c.use_per_head_quant_scales = cfg.kv_cache_scheme_strategy.value_or("") == "attn_head";
-    c.has_sliding_window = size_t(l) < cfg.layer_uses_sliding_window.size() && cfg.layer_uses_sliding_window[size_t(l)];
+    c.has_sliding_window = sliding[size_t(l)];
     c.use_non_causal = s.attention.use_non_causal;
     c.use_batch_invariant = s.batch_invariant;
     layers.push_back(c);
@@ -183,12 +187,11 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   lo.load_format = parse_load_format(args.model.load_format);
   if (v.dtype != DTypeChoice::kAuto || cuda) lo.dtype = e.model_dtype;
   lo.seed = uint64_t(args.model.seed);
-  lo.kv_cache_fp8 = starts_with(e.kv_cache_dtype, "fp8");
+  lo.kv_cache_fp8 = starts_with(e.kv_cache_dtype, "fp8");  // the checkpoint's scales, for the fp8 layers
   lo.defer_random_weights = cuda && (dummy_model || lo.load_format == LoadFormat::kDummy);
   e.model = load_model(dummy_model ? e.model_name : e.model_dir, lo);
 
-  const DType kv_dtype = kv_cache_element_dtype(layers.front().kv_cache_dtype, e.model_dtype);
-  // The runners of the layer groups: each layer's selected backend over its shape.
+  // The runners of the layer groups: each layer's selected backend over its shape and its own cache format.
   std::vector<std::shared_ptr<const AttentionBackend>> backends;
   for (BackendName b : e.layer_backends) backends.push_back(registry.shared(b));
   RunnerOptions ro;
@@ -198,16 +201,26 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
   ro.max_graph_splits = s.attention.flash_attn_max_num_splits_for_cuda_graph;
   ro.tq_max_graph_splits = s.attention.tq_max_kv_splits_for_cuda_graph;
   const bool causal = !s.attention.use_non_causal;
+  // fp8 layers read the checkpoint's scales; the others ignore them.
+  const bool fp8_layers = std::any_of(e.layer_kv_cache_dtypes.begin(), e.layer_kv_cache_dtypes.end(),
+                                      [](const std::string& kv) { return starts_with(kv, "fp8"); });
   if (cuda) {
 #ifdef PAGODA_WITH_CUDA_MODEL
     if (!(args.cache.gpu_memory_utilization > 0) || args.cache.gpu_memory_utilization > 1)
       throw_config_error("--gpu-memory-utilization must be in (0, 1], got ", args.cache.gpu_memory_utilization);
     CudaRunnerOptions co;
-    co.attention = group_attention_layers(cfg, backends, e.model_dtype, kv_dtype, e.attention.kv_layout,
-                                          e.attention.block_size, causal, ro);
+    co.attention = group_attention_layers(cfg, backends, e.model_dtype, e.layer_kv_cache_dtypes, e.model_dtype,
+                                          e.attention.kv_layout, e.attention.block_size, causal, ro);
+    e.kv_bytes_per_block = kv_block_bytes(co.attention);
     co.dtype = e.model_dtype;
-    co.kv_dtype = kv_dtype;
-    if (dtype_is_fp8(kv_dtype)) co.layer_kv_scales = e.model.kv_scales;
+    // The element type of the layers not in packed TurboQuant slots (the model dtype if there are none).
+    co.kv_dtype = e.model_dtype;
+    for (const AttentionGroup& g : co.attention) {
+      if (!g.shape.kv_preset.empty()) continue;
+      co.kv_dtype = g.shape.kv_dtype;
+      break;
+    }
+    if (fp8_layers) co.layer_kv_scales = e.model.kv_scales;
     co.block_size = e.attention.block_size;
     co.layout = e.attention.kv_layout;
     co.gpu_memory_utilization = args.cache.gpu_memory_utilization;
@@ -219,24 +232,23 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
     co.batch_invariant = s.batch_invariant;
     auto runner = std::make_unique<CudaModelRunner>(e.model, co);
     PAGODA_LOG_INFO("GPU memory: weights ", format_bytes(double(runner->weight_bytes())), ", KV cache ",
-                    runner->cache_options().num_blocks, " blocks of ", co.block_size, " tokens (",
-                    runner->cache_options().num_blocks * co.block_size, " tokens, ",
-                    format_bytes(double(runner->kv_cache_bytes())), ", ", dtype_name(kv_dtype), ")");
+                    kv_cache_summary(co.attention, runner->cache_options().num_blocks, co.block_size,
+                                     double(runner->kv_cache_bytes()), e.kv_cache_dtype));
     runner->capture_decode_graphs();  // before any request, so that no step pays for a capture
     e.runner = std::move(runner);
 #endif
   } else {
     KvCacheOptions kv;
     kv.block_size = e.attention.block_size;
-    // One cache dtype for every layer: on the CPU a TurboQuant layer already failed construction, so the
-    // layers left all use the first layer's (TurboQuant boundary layers: `auto`).
-    kv.dtype = kv_dtype;
-    if (dtype_is_fp8(kv_dtype)) kv.layer_scales = e.model.kv_scales;
+    if (fp8_layers) kv.layer_scales = e.model.kv_scales;
     if (!args.cache.num_gpu_blocks_override && !(args.cache.kv_cache_space_gib > 0))
       throw_config_error("--kv-cache-space must be positive, got ", args.cache.kv_cache_space_gib);
+    // Compute is float32 on the CPU; each layer's cache is in its own format (`auto` = the model dtype).
+    auto groups = group_attention_layers(cfg, backends, DType::kF32, e.layer_kv_cache_dtypes, e.model_dtype,
+                                         e.attention.kv_layout, e.attention.block_size, causal, ro);
+    e.kv_bytes_per_block = kv_block_bytes(groups);
     KvCacheSizing sizing;
-    sizing.bytes_per_block =
-        double(cfg.num_layers) * cfg.num_kv_heads * kv.block_size * 2.0 * cfg.head_dim * double(dtype_size(kv.dtype));
+    sizing.bytes_per_block = double(e.kv_bytes_per_block);
     sizing.budget_bytes = args.cache.kv_cache_space_gib * double(1ull << 30);
     sizing.budget_hint = "raise --kv-cache-space";
     sizing.num_blocks_override = args.cache.num_gpu_blocks_override;
@@ -248,10 +260,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v) {
       throw_config_error("the CPU KV cache of ", kv.num_blocks, " blocks of ", kv.block_size, " tokens needs ", format_bytes(kv_bytes),
                          ", more than this machine's ", format_bytes(double(e.device.total_memory)),
                          "; lower --num-gpu-blocks-override or --kv-cache-space");
-    PAGODA_LOG_INFO("CPU KV cache: ", kv.num_blocks, " blocks of ", kv.block_size, " tokens (", kv.num_blocks * kv.block_size,
-                    " tokens, ", format_bytes(kv_bytes), ", ", dtype_name(kv.dtype), ")");
-    auto groups = group_attention_layers(cfg, backends, DType::kF32, kv_dtype, e.attention.kv_layout,
-                                         e.attention.block_size, causal, ro);
+    PAGODA_LOG_INFO("CPU KV cache: ", kv_cache_summary(groups, kv.num_blocks, kv.block_size, kv_bytes, e.kv_cache_dtype));
     e.runner = std::make_unique<CpuModelRunner>(e.model, kv, std::move(groups), args.device.cpu_threads);
   }
 

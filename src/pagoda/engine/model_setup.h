@@ -23,7 +23,9 @@ struct EngineSetup {
   std::string model_dir;   // resolved folder ("" for dummy:tiny)
   LoadedModel model;
   DType model_dtype = DType::kF32;
-  std::string kv_cache_dtype;
+  std::string kv_cache_dtype;                       // the model's (effective_kv_cache_dtype)
+  std::vector<std::string> layer_kv_cache_dtypes;   // per layer: kv_cache_dtype, or `auto` (boundary/skip layers)
+  int64_t kv_bytes_per_block = 0;                   // one block of every layer's cache
   std::vector<BackendName> layer_backends;
   AttentionPlan attention;
   int max_model_len = 0;

@@ -61,12 +61,8 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
   const ModelConfig& c = config_;
   if (cache_.block_size <= 0) throw_config_error("KV cache block size must be positive, got ", cache_.block_size);
   if (cache_.num_blocks <= 0) throw_config_error("KV cache needs at least one block, got ", cache_.num_blocks);
-  switch (cache_.dtype) {
-    case DType::kF32: case DType::kBF16: case DType::kF16: case DType::kF8E4M3: case DType::kF8E5M2: break;
-    case DType::kU8: case DType::kI32: case DType::kI64:
-      throw_config_error("KV cache dtype ", dtype_name(cache_.dtype), " is not supported on the CPU");
-  }
   layer_group_.assign(size_t(c.num_layers), -1);
+  std::vector<size_t> layer_bytes(size_t(c.num_layers));
   for (size_t g = 0; g < groups_.size(); ++g) {
     AttentionGroup& group = groups_[g];
     RunnerOptions options = group.options;
@@ -75,26 +71,30 @@ CpuModelRunner::CpuModelRunner(const LoadedModel& model, const KvCacheOptions& c
     options.parallel_for = [this](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
       pool_.parallel_for(n, grain, body);
     };
-    if (group.shape.kv_dtype != cache_.dtype || group.shape.block_size != cache_.block_size)
-      throw_config_error("attention layers of ", group.shape.str(), " do not match the KV cache (",
-                         dtype_name(cache_.dtype), ", block ", cache_.block_size, ")");
+    if (group.shape.block_size != cache_.block_size)
+      throw_config_error("attention layers of ", group.shape.str(), " do not match the KV cache's block size ",
+                         cache_.block_size);
+    // The runner refuses a cache format its kernels do not read (make_runner throws a config error).
     runners_.push_back(group.backend->make_runner(group.shape, options));
     runners_.back()->reserve({});  // the CPU runners allocate nothing ahead
+    const size_t block_bytes = size_t(kv_block_bytes(group));
     for (int l : group.layers) {
       PAGODA_CHECK(l >= 0 && l < c.num_layers && layer_group_[size_t(l)] < 0, "layer ", l, " in no or two groups");
       layer_group_[size_t(l)] = int(g);
+      layer_bytes[size_t(l)] = block_bytes;
     }
   }
   for (int l = 0; l < c.num_layers; ++l) PAGODA_CHECK(layer_group_[size_t(l)] >= 0, "layer ", l, " has no attention runner");
   inv_freq_ = rope_inv_freq(rope_params(c));
-  const size_t per_layer = size_t(cache_.num_blocks) * size_t(c.num_kv_heads) * size_t(cache_.block_size) *
-                           size_t(2 * c.head_dim) * dtype_size(cache_.dtype);
-  // calloc: large zeroed blocks come from fresh mmap pages, touched only when written (a 4 GiB cache costs
-  // nothing until used, where value-initialising a vector would fault in every page up front).
+  // Each layer's cache in its group's format (layers of one model may differ: TurboQuant boundary layers keep
+  // an uncompressed cache). calloc: large zeroed blocks come from fresh mmap pages, touched only when written
+  // (a 4 GiB cache costs nothing until used, where value-initialising a vector would fault in every page up
+  // front).
   kv_cache_.clear();
   for (int l = 0; l < c.num_layers; ++l) {
-    void* p = std::calloc(per_layer, 1);
-    if (!p) throw_runtime_error("cannot allocate the CPU KV cache: ", per_layer, " bytes per layer");
+    const size_t bytes = size_t(cache_.num_blocks) * layer_bytes[size_t(l)];
+    void* p = std::calloc(bytes, 1);
+    if (!p) throw_runtime_error("cannot allocate the CPU KV cache: ", bytes, " bytes for layer ", l);
     kv_cache_.emplace_back(static_cast<uint8_t*>(p), &std::free);
   }
 }

@@ -20,11 +20,12 @@ namespace pagoda {
 // Owns the KV cache, a thread pool and per-step workspace; one forward() at a time (not thread-safe).
 class CpuModelRunner final : public ModelRunner {
  public:
-  // Allocates the KV cache (num_layers x num_blocks x kv_heads x block_size x 2*head_dim) and one attention
-  // runner per group; every layer must be in exactly one group. num_threads <= 0: one per hardware thread.
+  // Allocates the KV cache (per layer: num_blocks blocks of its group's format, kv_block_bytes) and one
+  // attention runner per group; every layer must be in exactly one group, every group of cache.block_size.
+  // num_threads <= 0: one per hardware thread.
   CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, std::vector<AttentionGroup> groups,
                  int num_threads = 0);
-  // Every layer on the CPU's own attention backend (attention/registry.h), causal.
+  // Every layer on the CPU's own attention backend (attention/registry.h), causal, with a cache of cache.dtype.
   CpuModelRunner(const LoadedModel& model, const KvCacheOptions& cache, int num_threads = 0);
 
   // Runs the batch, writing its K/V into the cache; returns logits [logits_indices.size(), vocab_size].

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/strings.h"
@@ -27,6 +28,30 @@ int64_t kv_cache_blocks(const KvCacheSizing& s) {
 int64_t max_useful_kv_blocks(int max_num_seqs, int max_model_len, int block_size) {
   const int64_t per_seq = (int64_t(max_model_len) + block_size - 1) / block_size + 1;
   return int64_t(max_num_seqs) * per_seq;
+}
+
+double kv_tokens_vs_bfloat16(const std::vector<AttentionGroup>& groups) {
+  double bf16 = 0;  // bytes of one block of every layer, in bfloat16: K and V of head_size elements of 2 bytes
+  for (const auto& g : groups)
+    bf16 += double(g.layers.size()) * g.shape.num_kv_heads * g.shape.block_size * 2.0 * g.shape.head_size * 2.0;
+  return bf16 / double(kv_block_bytes(groups));
+}
+
+std::string kv_cache_summary(const std::vector<AttentionGroup>& groups, int64_t num_blocks, int block_size,
+                             double bytes, const std::string& kv_cache_dtype) {
+  PAGODA_CHECK(!groups.empty(), "a KV cache of no layers");
+  size_t layers = 0, quantized = 0;
+  for (const auto& g : groups) {
+    layers += g.layers.size();
+    if (!g.shape.kv_preset.empty() || dtype_is_fp8(g.shape.kv_dtype)) quantized += g.layers.size();
+  }
+  std::string s = str_cat(num_blocks, " blocks of ", block_size, " tokens (", num_blocks * block_size, " tokens, ",
+                          format_bytes(bytes));
+  if (quantized == 0) return str_cat(s, ", ", dtype_name(groups.front().shape.kv_dtype), ")");
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f", kv_tokens_vs_bfloat16(groups));
+  return str_cat(s, "; ", kv_cache_dtype, " on ", quantized, " of ", layers, " layers: ", ratio,
+                 "x the tokens of a bfloat16 cache)");
 }
 
 }  // namespace pagoda

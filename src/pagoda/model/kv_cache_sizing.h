@@ -1,10 +1,14 @@
 // How many KV-cache blocks a model runner allocates, the same rule on the CPU and the GPU: the user's
-// override, else what the memory budget holds, never more than the step limits can use.
+// override, else what the memory budget holds, never more than the step limits can use; and how the startup
+// log reports the cache's capacity.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "pagoda/model/model_runner.h"
 
 namespace pagoda {
 
@@ -21,5 +25,17 @@ int64_t kv_cache_blocks(const KvCacheSizing& s);
 
 // Blocks that max_num_seqs sequences of max_model_len tokens can hold at once (+1 each for a partial block).
 int64_t max_useful_kv_blocks(int max_num_seqs, int max_model_len, int block_size);
+
+// The bytes per token of a cache of every layer of `groups` in bfloat16 over the bytes per token of theirs
+// (kv_block_bytes, so layers with an unquantized cache count at their own size): how many times the tokens of
+// a bfloat16 cache the same bytes hold.
+double kv_tokens_vs_bfloat16(const std::vector<AttentionGroup>& groups);
+
+// The startup log's account of a cache of num_blocks blocks taking `bytes`: "4096 blocks of 128 tokens (524288
+// tokens, 1.50 GiB, bfloat16)"; with layers in a quantized format (fp8*, turboquant_*: kv_cache_dtype, the
+// model's) "(524288 tokens, 1.50 GiB; turboquant_k3v4_nc on 26 of 30 layers: 1.93x the tokens of a bfloat16
+// cache)".
+std::string kv_cache_summary(const std::vector<AttentionGroup>& groups, int64_t num_blocks, int block_size,
+                             double bytes, const std::string& kv_cache_dtype);
 
 }  // namespace pagoda

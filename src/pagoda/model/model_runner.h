@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pagoda/attention/backend.h"
@@ -34,7 +35,9 @@ struct ForwardBatch {
 struct KvCacheOptions {
   int64_t num_blocks = 0;
   int block_size = 128;          // CPU_ATTN default; any positive size works on the CPU
-  DType dtype = DType::kF32;     // kF32, kBF16, kF16, kF8E4M3, kF8E5M2
+  // Every layer's cache element type (kF32, kBF16, kF16, kF8E4M3, kF8E5M2) when the model runner groups the
+  // layers itself; a runner given its groups takes each layer's format from its group's shape instead.
+  DType dtype = DType::kF32;
   // fp8 caches: stored value = x / scale. Every layer's, unless layer_scales has the layer (the checkpoint's;
   // the kernels take one scale per layer: a per-head checkpoint's largest, as vLLM does for such kernels).
   float k_scale = 1.0f, v_scale = 1.0f;
@@ -69,10 +72,28 @@ class ModelRunner {
 LayerShape model_layer_shape(const ModelConfig& config, int layer, DType dtype, DType kv_dtype, KvLayout layout,
                              int block_size, bool causal);
 
-// Groups layers by (backend, shape): backends[l] is layer l's backend.
+// Sets shape.kv_dtype and shape.kv_preset for a layer whose KV cache dtype is `kv_cache_dtype` (an option value
+// of --kv-cache-dtype) in a model of `model_dtype`: a turboquant_* preset is kU8 + the preset, anything else
+// its element type (spec §10; `auto` = model_dtype).
+void set_layer_kv_cache_dtype(LayerShape& shape, const std::string& kv_cache_dtype, DType model_dtype);
+
+// Groups layers by (backend, shape): backends[l] is layer l's backend, kv_cache_dtypes[l] its KV cache dtype
+// (TurboQuant boundary layers and --kv-cache-dtype-skip-layers ones: `auto`), resolved against model_dtype;
+// `dtype` is the compute dtype of q and the output.
+std::vector<AttentionGroup> group_attention_layers(const ModelConfig& config,
+                                                   const std::vector<std::shared_ptr<const AttentionBackend>>& backends,
+                                                   DType dtype, const std::vector<std::string>& kv_cache_dtypes,
+                                                   DType model_dtype, KvLayout layout, int block_size, bool causal,
+                                                   const RunnerOptions& options);
+// The same with one cache element type for every layer.
 std::vector<AttentionGroup> group_attention_layers(const ModelConfig& config,
                                                    const std::vector<std::shared_ptr<const AttentionBackend>>& backends,
                                                    DType dtype, DType kv_dtype, KvLayout layout, int block_size,
                                                    bool causal, const RunnerOptions& options);
+
+// Bytes of one KV-cache block of one layer of `group`: its backend's cache shape (spec §10) for the group's
+// shape. The sum over a model's layers (of every group) is the bytes of one block of the whole cache.
+int64_t kv_block_bytes(const AttentionGroup& group);
+int64_t kv_block_bytes(const std::vector<AttentionGroup>& groups);
 
 }  // namespace pagoda

@@ -33,6 +33,9 @@ struct QuantGemvParams {
   int ldy = 0;                 // elements between rows of y (>= n); 0 = n. A fused q|k|v of parts in different
                                // formats writes each part's columns of one output.
   DType dtype = DType::kBF16;  // kBF16 or kF16: x, bias and y
+  // Benchmark knobs; the result does not depend on them.
+  int ctas = 0;    // CTAs to launch, each looping over 16-row tiles (0: one per tile)
+  int stages = 0;  // ring depth 2..4 of the bf16 m = 1 kernel of Q4_K and Q8_0 (0: the default)
 };
 
 // Throws pagoda::Error (an internal check) on a violated precondition.

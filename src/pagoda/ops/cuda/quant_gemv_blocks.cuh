@@ -52,7 +52,7 @@ PAGODA_HD void q8_block(Lane<T, NT>& L, const uint32_t (&lo)[2][4], const uint32
                                          const float (&d)[2]) {
   const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
 PAGODA_UNROLL
-  for (int i = 0; i < NT; ++i) {
+  for (int i = 0; i < Lane<T, NT>::kTiles; ++i) {
     {
       float sl[4] = {0.f, 0.f, 0.f, 0.f}, sh[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
 PAGODA_UNROLL
@@ -66,6 +66,7 @@ PAGODA_UNROLL
       float* acc = L.acc[i];
 PAGODA_UNROLL
       for (int e = 0; e < 4; ++e) {
+        if (Lane<T, NT>::kOne && (e & 1)) continue;  // token 1 of a one-token lane: not kept
         const float s = fmaf(16.f, sh[e], sl[e]);
         acc[e] = fmaf(d[e >> 1], s, fmaf(-2304.f * d[e >> 1], xs[e & 1], acc[e]));
       }
@@ -121,6 +122,16 @@ PAGODA_UNROLL
   } else if constexpr (Q == QuantType::kQ4_K || Q == QuantType::kQ5_K) {
     constexpr bool kQ5 = Q == QuantType::kQ5_K;
     constexpr int kQs = kQ5 ? 48 : 16;
+    // m = 1 (kOne): B's 8 columns are the block's 8 sub-blocks instead of 8 tokens (kColumns, quant_gemv_kernel.cuh).
+    constexpr bool kOne = Lane<T, NT>::kOne;
+    const uint32_t ones[4] = {kOnes<T>, kOnes<T>, kOnes<T>, kOnes<T>};
+    // kOne: S and X of the even and the odd sub-blocks (two accumulators: two chains of mma half as long)
+    float cs[2][4] = {}, cx[2][4] = {};
+    uint32_t xb[2][2] = {{0, 0}, {0, 0}};                              // kOne: x of sub-block g (the lane's column)
+    if constexpr (kOne) {
+PAGODA_UNROLL
+      for (int h = 0; h < 2; ++h) load_b<Ops>(L.x[0] + L.k0 + 32 * L.g + 16 * h, xb[h][0], xb[h][1]);
+    }
     // The 6-bit scales and mins of the 8 sub-blocks, one per byte: sc[0..3], sc[4..7], mn[0..3], mn[4..7].
     uint32_t sc_lo[2], sc_hi[2], mn_lo[2], mn_hi[2], h0[2] = {0, 0}, h1[2] = {0, 0};
     float d[2], nd23[2], ndmin[2], dmin23[2];  // d, -2^23 d, -dmin, 2^23 dmin
@@ -175,6 +186,16 @@ PAGODA_UNROLL
           frag<T, 4>(a[0], w0g, w0h);
           frag<T, 4>(a[1], w1g, w1h);
         }
+        if constexpr (kOne) {
+          // Column sb of B holds x in the lanes of group g = sb, zeros elsewhere.
+          const bool mine = L.g == sb;
+PAGODA_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t b0 = mine ? xb[h][0] : 0u, b1 = mine ? xb[h][1] : 0u;
+            Ops::template mma<T>(cs[half], a[h], b0, b1);
+            Ops::template mma<T>(cx[half], ones, b0, b1);
+          }
+        } else {
         float alpha[2], beta[2];
 PAGODA_UNROLL
         for (int r = 0; r < 2; ++r) {
@@ -193,7 +214,39 @@ PAGODA_UNROLL
         }
         const int xoff[2] = {64 * c + 32 * half, 64 * c + 32 * half + 16};
         group<Ops, T, NT, 2>(L, a, xoff, alpha, beta);
+        }
       }
+    }
+    if constexpr (kOne) {
+      // alpha, beta of sub-blocks 2t + u (u = 0, 1) of rows g, g + 8, as the other kernels compute them.
+      float alpha[2][2], beta[2][2];  // [u][row]
+      const uint32_t sel = 0x7440u | uint32_t(2 * (t & 1));
+PAGODA_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t scw = t < 2 ? sc_lo[r] : sc_hi[r], mnw = t < 2 ? mn_lo[r] : mn_hi[r];
+PAGODA_UNROLL
+        for (int u = 0; u < 2; ++u) {
+          const float sc = byte_raw_at(scw, L.magic, sel + u), mn = byte_raw_at(mnw, L.magic, sel + u);
+          alpha[u][r] = fmaf(d[r], sc, nd23[r]);
+          beta[u][r] = fmaf(-128.f, alpha[u][r], fmaf(ndmin[r], mn, dmin23[r]));
+        }
+      }
+      // The sum runs through the group's 4 lanes in sub-block order, each adding its two as the other
+      // kernels add every group (acc = alpha S + (beta X + acc)): step i takes the sum from lane i - 1
+      // (lane 3: the last block's), and lane i's result is the sum through sub-block 2 i + 1.
+      float a0 = L.acc[0][0], a1 = L.acc[0][2];
+      const int base = L.g * 4;
+PAGODA_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        a0 = Ops::shfl(a0, base + ((i + 3) & 3));
+        a1 = Ops::shfl(a1, base + ((i + 3) & 3));
+        a0 = fmaf(alpha[0][0], cs[0][0], fmaf(beta[0][0], cx[0][0], a0));
+        a0 = fmaf(alpha[1][0], cs[1][1], fmaf(beta[1][0], cx[1][1], a0));
+        a1 = fmaf(alpha[0][1], cs[0][2], fmaf(beta[0][1], cx[0][0], a1));
+        a1 = fmaf(alpha[1][1], cs[1][3], fmaf(beta[1][1], cx[1][1], a1));
+      }
+      L.acc[0][0] = a0;
+      L.acc[0][2] = a1;
     }
   } else if constexpr (Q == QuantType::kQ6_K) {
     // alpha = d sc from the flipped byte sc + 128: d (2^23 + sc + 128) - 2^23 d - 128 d, each step exact.
