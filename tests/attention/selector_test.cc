@@ -340,9 +340,10 @@ TEST(Forced, NotBuiltInThisBinary) {
   EXPECT_EQ(o.error, "Selected backend FLEX_ATTENTION is not valid for this configuration. Reason: ['not built in this binary']");
 }
 
-// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN and TRITON_ATTN are
-// built and the others are rejected as not built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN
-// needs >= 32). A CPU-only build has no CUDA backend at all.
+// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN, TRITON_ATTN and TURBOQUANT
+// are built (TURBOQUANT rejects an `auto` cache by its KV-cache dtypes) and the others are rejected as not
+// built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN needs >= 32). A CPU-only build has no CUDA
+// backend at all.
 TEST(Auto, ThisBinarysRegistry) {
   using B = BackendName;
   BackendRegistry reg = BackendRegistry::builtin(false);
@@ -357,7 +358,9 @@ TEST(Auto, ThisBinarysRegistry) {
     EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kTritonAttn}));
     EXPECT_EQ(o.trace.rejected,
               (std::vector<std::pair<B, std::vector<std::string>>>{
-                  {B::kFlashInfer, not_built}, {B::kFlexAttention, not_built}, {B::kTurboQuant, not_built}}));
+                  {B::kFlashInfer, not_built},
+                  {B::kFlexAttention, not_built},
+                  {B::kTurboQuant, {"kv_cache_dtype not supported"}}}));
     EXPECT_EQ(small.selected, B::kFlashAttn) << small.error;
     ASSERT_GE(small.trace.rejected.size(), 2u);
     EXPECT_EQ(small.trace.rejected[1].first, B::kTritonAttn);

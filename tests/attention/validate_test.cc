@@ -203,10 +203,11 @@ TEST(Validate, NotBuiltInThisBinary) {
   EXPECT_TRUE(reg.built(BackendName::kCpuAttn));
   EXPECT_FALSE(reg.built(BackendName::kFlexAttention));  // no kernels yet in any build
   EXPECT_FALSE(reg.built(BackendName::kFlashInfer));
-  EXPECT_FALSE(reg.built(BackendName::kTurboQuant));
-  constexpr bool kCudaBuild = PAGODA_TEST_CUDA_BUILD;  // the CUDA builds hold the FLASH_ATTN and TRITON_ATTN kernels
+  // The CUDA builds hold the FLASH_ATTN, TRITON_ATTN and TURBOQUANT CUDA kernels.
+  constexpr bool kCudaBuild = PAGODA_TEST_CUDA_BUILD;
   EXPECT_EQ(reg.built(BackendName::kFlashAttn), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kTritonAttn), kCudaBuild);
+  EXPECT_EQ(reg.built(BackendName::kTurboQuant), kCudaBuild);
 }
 
 TEST(KvCacheShape, Layouts) {
