@@ -13,7 +13,7 @@ from . import _core
 from .logger import init_logger  # configures the `pagoda` logger and receives the engine's lines
 from .inputs import PromptType, TextPrompt, TokensPrompt
 from .logprobs import Logprob
-from .outputs import CompletionOutput, RequestOutput
+from .outputs import CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, RequestOutput
 from .sampling_params import RequestOutputKind, SamplingParams
 from .entrypoints.llm import LLM
 
@@ -26,6 +26,8 @@ __all__ = [
     "RequestOutputKind",
     "RequestOutput",
     "CompletionOutput",
+    "EmbeddingOutput",
+    "EmbeddingRequestOutput",
     "Logprob",
     "PromptType",
     "TextPrompt",

@@ -47,3 +47,24 @@ class RequestOutput:
     num_cached_tokens: Optional[int] = None
     multi_modal_placeholders: dict = field(default_factory=dict)
     kv_transfer_params: Optional[dict] = None
+
+
+@dataclass
+class EmbeddingOutput:
+    """vLLM's EmbeddingOutput: the pooled (and, as the model says, normalized) vector."""
+
+    embedding: List[float]
+
+    @property
+    def hidden_size(self) -> int:
+        return len(self.embedding)
+
+
+@dataclass
+class EmbeddingRequestOutput:
+    """vLLM's EmbeddingRequestOutput, what LLM.embed() returns per prompt."""
+
+    request_id: str
+    outputs: EmbeddingOutput
+    prompt_token_ids: List[int]
+    finished: bool = True

@@ -77,6 +77,11 @@ try:
         raise AssertionError("a negative temperature must fail")
     except openai.BadRequestError:
         pass
+    try:  # a generative model answers the embeddings API with vLLM's error
+        client.embeddings.create(model="stories", input="hello")
+        raise AssertionError("embeddings on a generative model must fail")
+    except openai.BadRequestError as e:
+        assert "The model does not support Embeddings API" in str(e), e
     try:
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0).models.list()
         raise AssertionError("a wrong key must fail")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The official `openai` Python client against `pagoda serve`: installs the package from PyPI into a venv
 # (VENV, kept between runs) when missing, then runs openai_client_test.py. Fails when PyPI is unreachable.
-# usage: openai_client_test.sh VENV PAGODA_BIN TEST_DATA
+# usage: openai_client_test.sh VENV PAGODA_BIN TEST_DATA [SCRIPT] (default openai_client_test.py, beside this)
 set -euo pipefail
-venv=$1 bin=$2 data=${PAGODA_TEST_DATA:-$3}
+venv=$1 bin=$2 data=${PAGODA_TEST_DATA:-$3} script=${4:-openai_client_test.py}
 here=$(cd "$(dirname "$0")" && pwd)
 if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   echo "installing the openai package into $venv"
@@ -15,4 +15,4 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
     exit 1
   fi
 fi
-exec timeout 120 "$venv/bin/python" "$here/openai_client_test.py" "$bin" "$data"
+exec timeout 120 "$venv/bin/python" "$here/$script" "$bin" "$data"

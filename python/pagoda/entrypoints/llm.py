@@ -20,7 +20,7 @@ from ..config.attention import AttentionConfig
 from ..inputs import PromptType
 from ..logger import logger
 from ..logprobs import Logprob
-from ..outputs import CompletionOutput, RequestOutput
+from ..outputs import CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, RequestOutput
 from ..sampling_params import SamplingParams
 from ..tokenizer import Conversation, Tokenizer, render_chat
 from ..v1.attention.backends.registry import AttentionBackendEnum
@@ -150,6 +150,18 @@ class LLM:
             "attention_backend": attention_backend, "attention_config": attention_config,
         }
         options.update(kwargs)
+        # An encoder model (a BERT-family folder, or its name in pagoda's model cache) runs on the embedder:
+        # LLM.embed() only.
+        folder = _core.embedding_model_folder(model) if model else None
+        self._embedder = _core.Embedder(folder) if folder is not None else None
+        if self._embedder is not None:
+            self._engine = None
+            self._seed = seed
+            self._skip_tokenizer_init = skip_tokenizer_init
+            self._tokenizer = None if skip_tokenizer_init else Tokenizer(self._embedder.tokenizer)
+            self._request_counter = itertools.count()
+            self._prompt_counter = itertools.count()
+            return
         args = _core.EngineArgs(engine_argv(options))
         if args.log_level:
             logger.setLevel(args.log_level)
@@ -213,6 +225,9 @@ class LLM:
         """Completes each prompt: a string, a TextPrompt or TokensPrompt dict, a list of token ids, or a list
         of those. ``sampling_params``: one for all prompts or one per prompt (default SamplingParams()).
         Returns one RequestOutput per prompt, in order. Ctrl-C (KeyboardInterrupt) stops the batch."""
+        if self._engine is None:
+            raise ValueError("LLM.generate() needs a generative model; this LLM holds an embedding model: use "
+                             "LLM.embed()")
         parsed = self._parse_prompts(prompts, prompt_token_ids)
         return self._run(parsed, sampling_params, use_tqdm, lora_request, priority)
 
@@ -255,6 +270,36 @@ class LLM:
         return self._run(parsed, sampling_params, use_tqdm, lora_request, None)
 
     # ---- internals ----
+
+    def embed(self, prompts: Any, *, use_tqdm: bool = False, **kwargs: Any) -> List[EmbeddingRequestOutput]:
+        """vLLM's LLM.embed(): one EmbeddingRequestOutput per prompt (a string, a TextPrompt/TokensPrompt dict,
+        a list of token ids, or a list of those). Texts get [CLS] ... [SEP] and are truncated to the model's
+        max_seq_length as sentence-transformers does; all prompts run as one batch."""
+        if self._embedder is None:
+            raise ValueError("LLM.embed() needs an embedding model (a BERT-family encoder such as "
+                             "all-MiniLM-L6-v2); this LLM holds a generative model")
+        for key in kwargs:
+            if kwargs[key] is not None:
+                raise ValueError(f"LLM.embed({key}=...) is not supported by pagoda")
+        if isinstance(prompts, (str, dict)) or (isinstance(prompts, (list, tuple)) and prompts
+                                                 and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        ids: List[List[int]] = []
+        for p in prompts:
+            if isinstance(p, str):
+                ids.append(self._embedder.tokenize(p))
+            elif isinstance(p, dict) and "prompt_token_ids" in p:
+                ids.append([int(t) for t in p["prompt_token_ids"]])
+            elif isinstance(p, dict) and "prompt" in p:
+                ids.append(self._embedder.tokenize(p["prompt"]))
+            elif isinstance(p, (list, tuple)) and all(isinstance(t, int) for t in p):
+                ids.append(list(p))
+            else:
+                raise TypeError(f"a prompt must be a string, a TextPrompt/TokensPrompt dict or a list of token ids, "
+                                f"got {type(p).__name__}")
+        vectors = self._embedder.embed(ids)
+        return [EmbeddingRequestOutput(request_id=str(next(self._prompt_counter)), outputs=EmbeddingOutput(v),
+                                       prompt_token_ids=i) for v, i in zip(vectors, ids)]
 
     def _parse_prompts(self, prompts: Any, prompt_token_ids: Any) -> List[Tuple[Optional[str], List[int]]]:
         if prompt_token_ids is not None:

@@ -10,6 +10,7 @@ namespace pagoda {
 int run_backends_list(const std::vector<std::string>& args);
 int run_backends_select(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
+int run_embed(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
 int run_bench_latency(const std::vector<std::string>& args);
 int run_bench_throughput(const std::vector<std::string>& args);

@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  serve [MODEL]       serve a model over an OpenAI-compatible HTTP API\n"
+    "  embed MODEL         sentence embeddings of texts with an encoder model (JSON on stdout)\n"
     "  generate            run a model on a prompt and stream the text (default model: the built-in smollm2:135m)\n"
     "  bench latency       time one batch of fixed-length requests (tokens/s, decode bandwidth)\n"
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (cmd == "generate") return pagoda::run_generate(rest);
+    if (cmd == "embed") return pagoda::run_embed(rest);
     if (cmd == "serve") return pagoda::run_serve(rest);
     if (cmd == "bench") {
       std::vector<std::string> sub(rest.empty() ? rest.end() : rest.begin() + 1, rest.end());

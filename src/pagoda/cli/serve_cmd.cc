@@ -18,9 +18,24 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/engine/model_setup.h"
 #include "pagoda/model/builtin_models.h"
+#include "pagoda/engine/embedder.h"
 #include "pagoda/server/api_server.h"
+#include "pagoda/server/embedding_server.h"
 
 namespace pagoda {
+
+namespace {
+
+// The folder of an encoder model `model` names (a path, or a name in the model cache), else nullopt.
+std::optional<std::filesystem::path> embedding_model_folder(const std::string& model) {
+  if (model.empty()) return std::nullopt;
+  std::error_code ec;
+  for (const std::filesystem::path& p : {std::filesystem::path(model), model_cache_dir() / model})
+    if (std::filesystem::is_directory(p, ec) && is_embedding_model_folder(p)) return p;
+  return std::nullopt;
+}
+
+}  // namespace
 
 int run_serve(const std::vector<std::string>& raw) {
   apply_early_log_level(raw);
@@ -81,11 +96,24 @@ int run_serve(const std::vector<std::string>& raw) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not the end of the process
 
-  EngineSetup e = setup_engine(args, v);
-  opts.attention_backend = e.layer_backends.empty() ? "" : std::string(backend_name_str(e.layer_backends.front()));
-  Engine engine(*e.runner, e.tokenizer, engine_options_from_args(args, e.max_model_len));
-  ApiServer server(engine, opts);
-  const int port = server.bind();
+  // An encoder model (BERT family) is served by the embeddings server; the rest by the engine.
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<EmbeddingServer> embedding_server;
+  std::unique_ptr<EngineSetup> e;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ApiServer> api_server;
+  if (const std::optional<std::filesystem::path> enc = embedding_model_folder(args.model.model)) {
+    embedder = std::make_unique<Embedder>(*enc, int(std::max(1u, std::thread::hardware_concurrency())));
+    opts.attention_backend = embedder->encoder().attention_backend();
+    embedding_server = std::make_unique<EmbeddingServer>(*embedder, opts);
+  } else {
+    e = std::make_unique<EngineSetup>(setup_engine(args, v));
+    opts.attention_backend = e->layer_backends.empty() ? "" : std::string(backend_name_str(e->layer_backends.front()));
+    engine = std::make_unique<Engine>(*e->runner, e->tokenizer, engine_options_from_args(args, e->max_model_len));
+    api_server = std::make_unique<ApiServer>(*engine, opts);
+  }
+  auto stop_server = [&] { api_server ? api_server->stop() : embedding_server->stop(); };
+  const int port = api_server ? api_server->bind() : embedding_server->bind();
   std::atomic<bool> done{false};
   std::thread stopper;
   std::thread signal_thread([&] {
@@ -96,7 +124,7 @@ int run_serve(const std::vector<std::string>& raw) {
       if (sig < 0) continue;
       if (++received == 1) {
         PAGODA_LOG_INFO("Received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": shutting down (again to exit at once)");
-        stopper = std::thread([&] { server.stop(); });
+        stopper = std::thread([&] { stop_server(); });
       } else {
         PAGODA_LOG_WARNING("Received a second signal: exiting now");
         std::_Exit(1);
@@ -104,7 +132,11 @@ int run_serve(const std::vector<std::string>& raw) {
     }
   });
   PAGODA_LOG_INFO("Starting pagoda API server on http://", opts.host, ":", port);
-  server.run();
+  if (api_server) {
+    api_server->run();
+  } else {
+    embedding_server->run();
+  }
   done = true;
   signal_thread.join();
   if (stopper.joinable()) stopper.join();

@@ -22,6 +22,7 @@
 #include "pagoda/config/attention_config.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/engine/embedder.h"
 #include "pagoda/model/builtin_models.h"
 #include "pagoda/model/gguf_model.h"
 #include "pagoda/ops/quant/quant.h"
@@ -323,6 +324,32 @@ PYBIND11_MODULE(_core, m) {
     if (!is_builtin_real_model(name)) throw_config_error("'", name, "' is not a built-in model (", kDefaultModel, ")");
     return builtin_model_file(name).string();
   }, py::arg("name") = std::string(kDefaultModel));
+
+  // An encoder model's folder: `model` itself or its name in pagoda's model cache; None for other models.
+  m.def("embedding_model_folder", [](const std::string& model) -> std::optional<std::string> {
+    if (model.empty()) return std::nullopt;
+    std::error_code ec;
+    for (const std::filesystem::path& p : {std::filesystem::path(model), model_cache_dir() / model})
+      if (std::filesystem::is_directory(p, ec) && is_embedding_model_folder(p)) return p.string();
+    return std::nullopt;
+  }, py::arg("model"));
+
+  // Sentence embeddings of an encoder model (engine/embedder.h); LLM.embed() runs on it.
+  py::class_<Embedder>(m, "Embedder")
+      .def(py::init([](const std::string& folder, int threads) {
+             py::gil_scoped_release release;
+             return std::make_unique<Embedder>(folder, threads);
+           }),
+           py::arg("folder"), py::arg("threads") = 0)
+      .def("tokenize", &Embedder::tokenize, py::arg("text"))
+      .def("embed", [](Embedder& e, const std::vector<std::vector<int>>& seqs) {
+             py::gil_scoped_release release;
+             return e.embed(seqs);
+           }, py::arg("sequences"))
+      .def_property_readonly("dimensions", &Embedder::dimensions)
+      .def_property_readonly("max_tokens", [](const Embedder& e) { return e.encoder().max_tokens_per_sequence(); })
+      .def_property_readonly("attention_backend", [](const Embedder& e) { return e.encoder().attention_backend(); })
+      .def_property_readonly("tokenizer", [](const Embedder& e) { return e.tokenizer(); });
 
   py::class_<OfflineLlm>(m, "Engine")
       .def(py::init([](const OfflineEngineArgs& args) {

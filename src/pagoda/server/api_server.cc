@@ -42,7 +42,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-enum class Route { kCompletions, kChat, kModels, kHealth, kMetrics, kTokenize, kDetokenize };
+enum class Route { kCompletions, kChat, kModels, kHealth, kMetrics, kTokenize, kDetokenize, kEmbeddings };
 struct RouteEntry {
   const char* path;
   const char* method;
@@ -52,7 +52,7 @@ constexpr RouteEntry kRoutes[] = {
     {"/v1/completions", "POST", Route::kCompletions}, {"/v1/chat/completions", "POST", Route::kChat},
     {"/v1/models", "GET", Route::kModels},             {"/health", "GET", Route::kHealth},
     {"/metrics", "GET", Route::kMetrics},              {"/tokenize", "POST", Route::kTokenize},
-    {"/detokenize", "POST", Route::kDetokenize},
+    {"/detokenize", "POST", Route::kDetokenize},       {"/v1/embeddings", "POST", Route::kEmbeddings},
 };
 
 }  // namespace
@@ -143,6 +143,8 @@ void ApiServer::Impl::handle(const ServerRequest& req, ServerResponse& res) {
       case Route::kMetrics: res.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text()); return;
       case Route::kTokenize: res.send(200, kJson, tokenize_body(req.body, model, res.gone_flag())); return;
       case Route::kDetokenize: res.send(200, kJson, detokenize_body(req.body, model)); return;
+      // A generative model: vLLM's answer (encoder models are served by embedding_server.h).
+      case Route::kEmbeddings: return send_error(res, ApiError{400, "The model does not support Embeddings API", ""});
     }
   } catch (const ApiError& e) {
     if (!res.started()) send_error(res, e);

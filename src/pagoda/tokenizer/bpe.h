@@ -13,26 +13,23 @@
 
 #include "pagoda/tokenizer/json_util.h"
 #include "pagoda/tokenizer/string_map.h"
+#include "pagoda/tokenizer/token_model.h"
 
 namespace pagoda::tokenizer_detail {
 
-// Ids above this bound are rejected at load time: a vocabulary is dense in practice, and a corrupt file
-// must not make us allocate a table for an id of two billion.
-inline constexpr int kMaxTokenId = (1 << 24) - 1;
-
-class BpeModel {
+class BpeModel final : public TokenModel {
  public:
   // `model` is the "model" object of tokenizer.json; `where` names the file for error messages.
   BpeModel(const Json& model, const std::string& where);
 
   // Appends the ids of one pre-token (already normalized and pre-tokenized). Thread-safe.
-  void encode(std::string_view word, std::vector<int>* ids) const;
+  void encode(std::string_view word, std::vector<int>* ids) const override;
 
-  std::optional<int> token_to_id(std::string_view token) const;
+  std::optional<int> token_to_id(std::string_view token) const override;
   // nullptr when no vocabulary entry has this id.
-  const std::string* id_to_token(int id) const;
+  const std::string* id_to_token(int id) const override;
   // The largest id in the vocabulary, -1 when it is empty.
-  int max_id() const { return static_cast<int>(tokens_.size()) - 1; }
+  int max_id() const override { return static_cast<int>(tokens_.size()) - 1; }
 
  private:
   struct Merge {

@@ -6,6 +6,7 @@
 #include "pagoda/tokenizer/normalizer.h"
 #include "pagoda/tokenizer/regex.h"
 #include "pagoda/tokenizer/unicode.h"
+#include "pagoda/tokenizer/wordpiece.h"
 
 namespace pagoda::tokenizer_detail {
 
@@ -228,6 +229,7 @@ std::unique_ptr<Decoder> parse_decoder(const Json& spec, const std::string& wher
     if (spec.contains("prepend_scheme")) strip_first = json_string(spec, "prepend_scheme", here) != "never";
     return std::make_unique<MetaspaceDecoder>(single_char(spec, "replacement", "\xE2\x96\x81", here), strip_first);
   }
+  if (type == "WordPiece") return make_wordpiece_decoder(spec, here);
   if (type == "Sequence") {
     const Json& list = json_field(spec, "decoders", here);
     if (!list.is_array()) throw_config_error(here, ": 'decoders' must be a list");
@@ -239,7 +241,7 @@ std::unique_ptr<Decoder> parse_decoder(const Json& spec, const std::string& wher
   }
   throw_config_error(where, ": decoder type '", text_preview(type),
                      "' is not supported (supported: ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, "
-                     "Sequence)");
+                     "WordPiece, Sequence)");
 }
 
 }  // namespace pagoda::tokenizer_detail

@@ -5,6 +5,7 @@
 
 #include "pagoda/tokenizer/regex.h"
 #include "pagoda/tokenizer/unicode.h"
+#include "pagoda/tokenizer/wordpiece.h"
 
 namespace pagoda::tokenizer_detail {
 
@@ -108,6 +109,7 @@ std::unique_ptr<Normalizer> parse_normalizer(const Json& spec, const std::string
     return std::make_unique<ReplaceNormalizer>(parse_pattern(json_field(spec, "pattern", here), here),
                                                json_string(spec, "content", here), here);
   }
+  if (type == "BertNormalizer") return make_bert_normalizer(spec, here);
   if (type == "Sequence") {
     const Json& list = json_field(spec, "normalizers", here);
     if (!list.is_array()) throw_config_error(here, ": 'normalizers' must be a list");
@@ -118,7 +120,7 @@ std::unique_ptr<Normalizer> parse_normalizer(const Json& spec, const std::string
     return std::make_unique<SequenceNormalizer>(std::move(steps));
   }
   throw_config_error(where, ": normalizer type '", text_preview(type),
-                     "' is not supported (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)");
+                     "' is not supported (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, BertNormalizer, Sequence)");
 }
 
 }  // namespace pagoda::tokenizer_detail

@@ -8,6 +8,7 @@
 #include "pagoda/tokenizer/normalizer.h"
 #include "pagoda/tokenizer/regex.h"
 #include "pagoda/tokenizer/unicode.h"
+#include "pagoda/tokenizer/wordpiece.h"
 
 namespace pagoda::tokenizer_detail {
 
@@ -308,6 +309,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& spec, const std::s
   if (type == "Digits") {
     return std::make_unique<DigitsPreTokenizer>(json_bool_or(spec, "individual_digits", false, here));
   }
+  if (type == "BertPreTokenizer") return make_bert_pre_tokenizer();
   if (type == "Sequence") {
     const Json& list = json_field(spec, "pretokenizers", here);
     if (!list.is_array()) throw_config_error(here, ": 'pretokenizers' must be a list");
@@ -318,7 +320,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& spec, const std::s
     return std::make_unique<SequencePreTokenizer>(std::move(steps));
   }
   throw_config_error(where, ": pre_tokenizer type '", text_preview(type),
-                     "' is not supported (supported: ByteLevel, Split, Metaspace, Digits, Sequence)");
+                     "' is not supported (supported: ByteLevel, Split, Metaspace, Digits, BertPreTokenizer, Sequence)");
 }
 
 }  // namespace pagoda::tokenizer_detail

@@ -2,13 +2,15 @@
 // and decode a stream of generated ids incrementally.
 //
 // Supported: BPE models, both byte-level (GPT-2, Llama 3, Qwen 2/2.5/3) and SentencePiece-style with
-// byte fallback (Llama 2, Mistral, llama2.c models), with the components those files use:
-//   normalizers      NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence
-//   pre-tokenizers   ByteLevel, Split (String or Regex pattern), Metaspace, Digits, Sequence
-//   decoders         ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence
+// byte fallback (Llama 2, Mistral, llama2.c models), and WordPiece models (BERT family), with the
+// components those files use:
+//   normalizers      NFC, NFD, NFKC, NFKD, Prepend, Replace, BertNormalizer, Sequence
+//   pre-tokenizers   ByteLevel, Split (String or Regex pattern), Metaspace, Digits, BertPreTokenizer, Sequence
+//   decoders         ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece, Sequence
 //   post-processors  TemplateProcessing, ByteLevel, BertProcessing, RobertaProcessing, Sequence
-// Anything else (WordPiece/Unigram/WordLevel models, other components) is rejected when loading, with a
-// pagoda::Error naming the file and the component.
+// Anything else (Unigram/WordLevel models, other components) is rejected when loading, with a
+// pagoda::Error naming the file and the component. tokenizer.json's truncation and padding are not
+// applied (callers truncate: the embedder at the model's max_seq_length).
 //
 // Results match the Rust `tokenizers` library (0.23.2; checked on the llama.cpp vectors, the chat-template
 // cases and ~30k random strings over the five shipped files and 38 variants of their components): added

@@ -41,7 +41,7 @@ struct TokenizerJson {
 
 struct Tokenizer::Impl {
   std::string source;  // the tokenizer.json path, for messages
-  std::unique_ptr<tokenizer_detail::BpeModel> model;
+  std::unique_ptr<tokenizer_detail::TokenModel> model;  // BPE or WordPiece
   tokenizer_detail::AddedVocab added;
   std::unique_ptr<tokenizer_detail::Normalizer> normalizer;       // may be null
   std::unique_ptr<tokenizer_detail::PreTokenizer> pre_tokenizer;  // may be null

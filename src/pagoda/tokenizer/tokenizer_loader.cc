@@ -7,6 +7,7 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/core/read_file.h"
 #include "pagoda/tokenizer/tokenizer_impl.h"
+#include "pagoda/tokenizer/wordpiece.h"
 
 namespace pagoda {
 
@@ -167,11 +168,15 @@ void Tokenizer::Impl::build(const TokenizerJson& json, const TokenizerSources& s
   } else if (!model_json.is_object() || !model_json.contains("merges")) {
     type = "(unknown)";
   }
-  if (type != "BPE") {
+  if (type == "BPE") {
+    model = std::make_unique<BpeModel>(model_json, where);
+  } else if (type == "WordPiece") {
+    model = std::make_unique<WordPieceModel>(model_json, where);
+  } else {
     throw_config_error(where, ": model type '", text_preview(type),
-                       "' is not supported; pagoda reads BPE tokenizers (GPT-2, Llama, Qwen, Mistral families)");
+                       "' is not supported; pagoda reads BPE tokenizers (GPT-2, Llama, Qwen, Mistral families) "
+                       "and WordPiece ones (BERT family)");
   }
-  model = std::make_unique<BpeModel>(model_json, where);
   auto component = [&](const char* key) { return tj.contains(key) ? tj[key] : Json(nullptr); };
   normalizer = parse_normalizer(component("normalizer"), where + ": normalizer");
   pre_tokenizer = parse_pre_tokenizer(component("pre_tokenizer"), where + ": pre_tokenizer");
