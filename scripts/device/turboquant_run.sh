@@ -8,7 +8,7 @@
 #   latency  `pagoda bench latency` on the Llama-3-8B shape (dummy weights), batch 32, 8k prompts, each KV dtype
 #   model    greedy tokens of the built-in model on the GPU beside the CPU, each preset (needs the model file
 #            under the bundle's data/models, brought separately as for scripts/device/gguf_run.sh)
-# Logs go to $OUT (one directory, tarred to $OUT/turboquant-logs.tgz), a summary to stdout and $OUT/summary.txt.
+# Logs go to $OUT (one directory, tarred to $OUT/turboquant-SECTION-logs.tgz), a summary to stdout and $OUT/summary.txt.
 # Usage there: bash scripts/device/turboquant_run.sh BUNDLE [tests|bench|latency|model|all] [SECONDS_PER_BINARY]
 set -uo pipefail
 bundle=$1
@@ -92,5 +92,5 @@ PY
     done
   done
 fi
-tar -C "$logs" -czf "$OUT/turboquant-logs.tgz" .
+tar -C "$logs" -czf "$OUT/turboquant-$what-logs.tgz" .  # one archive per section: calls do not overwrite
 exit $status
