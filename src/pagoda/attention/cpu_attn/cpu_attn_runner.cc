@@ -23,23 +23,7 @@ class CpuAttnRunner final : public AttentionRunner {
 
   void run(const AttentionParams& p, void*) const override {
     const LayerShape& sh = shape_;
-    if (p.k) {
-      CpuAttnWriteKvParams w;
-      w.key = static_cast<const float*>(p.k);
-      w.value = static_cast<const float*>(p.v);
-      w.key_stride = w.value_stride = p.kv_stride;
-      w.slot_mapping = p.slot_mapping;
-      w.num_tokens = p.num_tokens;
-      w.kv_cache = p.kv_cache;
-      w.cache_dtype = sh.kv_dtype;
-      w.num_blocks = p.num_blocks;
-      w.num_kv_heads = sh.num_kv_heads;
-      w.head_size = sh.head_size;
-      w.block_size = sh.block_size;
-      w.k_scale = p.k_scale;
-      w.v_scale = p.v_scale;
-      cpu_attn_write_kv(w);
-    }
+    if (p.k) cpu_attn_write_step_kv(sh, p);
     CpuAttnParams a;
     a.query = static_cast<const float*>(p.q);
     a.query_stride = p.q_stride;
@@ -61,13 +45,7 @@ class CpuAttnRunner final : public AttentionRunner {
     a.scale = sh.scale;
     a.sliding_window = sh.sliding_window;
     a.causal = sh.causal;
-    if (options_.parallel_for) {
-      const bool serial = serial_;
-      const ParallelFor& pf = options_.parallel_for;
-      a.parallel_for = [&pf, serial](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-        pf(n, serial ? n : 1, body);
-      };
-    }
+    a.parallel_for = cpu_attn_parallel_for(options_, serial_);
     cpu_attn_forward(a);
   }
 
@@ -80,6 +58,30 @@ class CpuAttnRunner final : public AttentionRunner {
 };
 
 }  // namespace
+
+void cpu_attn_write_step_kv(const LayerShape& sh, const AttentionParams& p) {
+  CpuAttnWriteKvParams w;
+  w.key = static_cast<const float*>(p.k);
+  w.value = static_cast<const float*>(p.v);
+  w.key_stride = w.value_stride = p.kv_stride;
+  w.slot_mapping = p.slot_mapping;
+  w.num_tokens = p.num_tokens;
+  w.kv_cache = p.kv_cache;
+  w.cache_dtype = sh.kv_dtype;
+  w.num_blocks = p.num_blocks;
+  w.num_kv_heads = sh.num_kv_heads;
+  w.head_size = sh.head_size;
+  w.block_size = sh.block_size;
+  w.k_scale = p.k_scale;
+  w.v_scale = p.v_scale;
+  cpu_attn_write_kv(w);
+}
+
+CpuAttnParallelFor cpu_attn_parallel_for(const RunnerOptions& options, bool serial) {
+  if (!options.parallel_for) return nullptr;
+  const ParallelFor& pf = options.parallel_for;
+  return [&pf, serial](int64_t n, const std::function<void(int64_t, int64_t)>& body) { pf(n, serial ? n : 1, body); };
+}
 
 std::unique_ptr<AttentionRunner> make_cpu_attn_runner(const LayerShape& shape, const RunnerOptions& options) {
   if (shape.dtype != DType::kF32)

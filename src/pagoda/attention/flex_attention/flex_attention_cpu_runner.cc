@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "pagoda/attention/cpu_attn/cpu_attn.h"
+#include "pagoda/attention/cpu_attn/cpu_attn_runner.h"
 #include "pagoda/attention/flex_attention/flex_cpu.h"
 #include "pagoda/core/error.h"
 
@@ -60,21 +60,7 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
   void run(const AttentionParams& p, void*) const override {
     const LayerShape& sh = shape_;
     PAGODA_CHECK(p.num_seqs == planned_seqs_, "FLEX_ATTENTION: run() of ", p.num_seqs, " sequences, planned ", planned_seqs_);
-    if (p.k) {
-      CpuAttnWriteKvParams w;
-      w.key = static_cast<const float*>(p.k);
-      w.value = static_cast<const float*>(p.v);
-      w.key_stride = w.value_stride = p.kv_stride;
-      w.slot_mapping = p.slot_mapping;
-      w.num_tokens = p.num_tokens;
-      w.kv_cache = p.kv_cache;
-      w.cache_dtype = sh.kv_dtype;
-      w.num_blocks = p.num_blocks;
-      w.num_kv_heads = sh.num_kv_heads;
-      w.head_size = sh.head_size;
-      w.block_size = sh.block_size;
-      cpu_attn_write_kv(w);
-    }
+    if (p.k) cpu_attn_write_step_kv(sh, p);
     FlexCpuParams a;
     a.query = static_cast<const float*>(p.q);
     a.query_stride = p.q_stride;
@@ -94,11 +80,7 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
     a.mask = &mask_;
     a.score_mod = &mod_;
     a.plan = &plan_;
-    if (options_.parallel_for) {
-      const bool serial = serial_;
-      const ParallelFor& pf = options_.parallel_for;
-      a.parallel_for = [&pf, serial](int64_t n, const std::function<void(int64_t, int64_t)>& body) { pf(n, serial ? n : 1, body); };
-    }
+    a.parallel_for = cpu_attn_parallel_for(options_, serial_);
     flex_cpu_forward(a);
   }
 
