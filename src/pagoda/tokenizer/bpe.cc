@@ -17,34 +17,39 @@ constexpr size_t kMaxCacheEntries = 65536;
 
 }  // namespace
 
-BpeModel::BpeModel(const Json& model, const std::string& where) {
-  const std::string here = where + ": model";
-  const Json& vocab = json_field(model, "vocab", here);
-  if (!vocab.is_object()) throw_config_error(here, ": 'vocab' must be an object of token -> id, got ", json_preview(vocab));
+void read_vocab(const Json& model, const std::string& here, StringMap<int>* vocab, std::vector<std::string>* tokens,
+                std::vector<bool>* has_token) {
+  const Json& entries = json_field(model, "vocab", here);
+  if (!entries.is_object()) throw_config_error(here, ": 'vocab' must be an object of token -> id, got ", json_preview(entries));
   int max_id = -1;
-  vocab_.reserve(vocab.size());
-  for (const auto& [token, id_json] : vocab.items()) {
+  vocab->reserve(entries.size());
+  for (const auto& [token, id_json] : entries.items()) {
     if (!id_json.is_number_integer())
       throw_config_error(here, ": the id of token '", text_preview(token), "' is not an integer: ", json_preview(id_json));
     const auto id = id_json.get<long long>();
     if (id < 0 || id > kMaxTokenId) {
       throw_config_error(here, ": token '", text_preview(token), "' has id ", id, ", outside 0..", kMaxTokenId);
     }
-    vocab_[token] = static_cast<int>(id);
+    (*vocab)[token] = static_cast<int>(id);
     max_id = std::max(max_id, static_cast<int>(id));
   }
   // id -> token is a flat table; a vocabulary whose ids leave most of it empty (a handful of tokens with
   // ids in the millions) would cost memory out of all proportion to the file, and no real one does.
-  if (static_cast<size_t>(max_id) >= 2 * vocab.size() + 4096) {
-    throw_config_error(here, ": the vocabulary has ", vocab.size(), " tokens but ids up to ", max_id,
+  if (static_cast<size_t>(max_id) >= 2 * entries.size() + 4096) {
+    throw_config_error(here, ": the vocabulary has ", entries.size(), " tokens but ids up to ", max_id,
                        "; pagoda needs ids numbered from 0 without large gaps");
   }
-  tokens_.resize(static_cast<size_t>(max_id + 1));
-  has_token_.assign(tokens_.size(), false);
-  for (const auto& [token, id] : vocab_) {
-    tokens_[id] = token;
-    has_token_[id] = true;
+  tokens->resize(static_cast<size_t>(max_id + 1));
+  has_token->assign(tokens->size(), false);
+  for (const auto& [token, id] : *vocab) {
+    (*tokens)[id] = token;
+    (*has_token)[id] = true;
   }
+}
+
+BpeModel::BpeModel(const Json& model, const std::string& where) {
+  const std::string here = where + ": model";
+  read_vocab(model, here, &vocab_, &tokens_, &has_token_);
 
   continuing_subword_prefix_ = json_string_or(model, "continuing_subword_prefix", "", here);
   end_of_word_suffix_ = json_string_or(model, "end_of_word_suffix", "", here);

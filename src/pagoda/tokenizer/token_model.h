@@ -7,11 +7,20 @@
 #include <string_view>
 #include <vector>
 
+#include "pagoda/tokenizer/json_util.h"
+#include "pagoda/tokenizer/string_map.h"
+
 namespace pagoda::tokenizer_detail {
 
 // Ids above this bound are rejected at load time: a vocabulary is dense in practice, and a corrupt file
 // must not make us allocate a table for an id of two billion.
 inline constexpr int kMaxTokenId = (1 << 24) - 1;
+
+// Reads model["vocab"] (an object of token -> id) into token -> id and the flat id -> token table
+// (tokens [max_id + 1]; holes are empty and false in has_token), with the checks every model applies:
+// integer ids in 0..kMaxTokenId, and no large gaps. Errors name `here`.
+void read_vocab(const Json& model, const std::string& here, StringMap<int>* vocab, std::vector<std::string>* tokens,
+                std::vector<bool>* has_token);
 
 class TokenModel {
  public:

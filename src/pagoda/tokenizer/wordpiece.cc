@@ -188,29 +188,7 @@ class WordPieceDecoder final : public Decoder {
 
 WordPieceModel::WordPieceModel(const Json& model, const std::string& where) {
   const std::string here = where + ": model (WordPiece)";
-  const Json& vocab = json_field(model, "vocab", here);
-  if (!vocab.is_object()) throw_config_error(here, ": 'vocab' must be an object of token -> id, got ", json_preview(vocab));
-  int max_id = -1;
-  vocab_.reserve(vocab.size());
-  for (const auto& [token, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer())
-      throw_config_error(here, ": the id of token '", text_preview(token), "' is not an integer: ", json_preview(id_json));
-    const auto id = id_json.get<long long>();
-    if (id < 0 || id > kMaxTokenId)
-      throw_config_error(here, ": token '", text_preview(token), "' has id ", id, ", outside 0..", kMaxTokenId);
-    vocab_[token] = static_cast<int>(id);
-    max_id = std::max(max_id, static_cast<int>(id));
-  }
-  if (static_cast<size_t>(max_id) >= 2 * vocab.size() + 4096) {
-    throw_config_error(here, ": the vocabulary has ", vocab.size(), " tokens but ids up to ", max_id,
-                       "; pagoda needs ids numbered from 0 without large gaps");
-  }
-  tokens_.resize(static_cast<size_t>(max_id + 1));
-  has_token_.assign(tokens_.size(), false);
-  for (const auto& [token, id] : vocab_) {
-    tokens_[id] = token;
-    has_token_[id] = true;
-  }
+  read_vocab(model, here, &vocab_, &tokens_, &has_token_);
   prefix_ = json_string_or(model, "continuing_subword_prefix", "##", here);
   const std::string unk = json_string_or(model, "unk_token", "[UNK]", here);
   auto it = vocab_.find(unk);
