@@ -15,12 +15,6 @@ size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-size_t cuda_kv_block_bytes(const LayerShape& s) {
-  if (const auto preset = turboquant_preset(s.kv_preset))
-    return size_t(s.num_kv_heads) * s.block_size * size_t(turboquant_layout(*preset, s.head_size).slot_bytes);
-  return size_t(s.block_size) * s.num_kv_heads * 2 * s.head_size * dtype_size(s.kv_dtype);
-}
-
 CudaKvCache allocate_cuda_kv_cache(const ModelConfig& c, const CudaRunnerOptions& opt,
                                    const std::vector<int>& layer_group, KvCacheOptions& cache) {
   CudaKvCache kv;
@@ -30,8 +24,9 @@ CudaKvCache allocate_cuda_kv_cache(const ModelConfig& c, const CudaRunnerOptions
   kv.layer_turboquant.resize(L);
   double total = 0;
   for (size_t l = 0; l < L; ++l) {
-    const LayerShape& s = opt.attention[size_t(layer_group[l])].shape;
-    block_bytes[l] = cuda_kv_block_bytes(s);
+    const AttentionGroup& group = opt.attention[size_t(layer_group[l])];
+    const LayerShape& s = group.shape;
+    block_bytes[l] = size_t(kv_block_bytes(group));  // the group's backend's KV cache shape, as on the CPU
     total += double(block_bytes[l]);
     kv.layer_dtype[l] = s.kv_dtype;
     if (const auto preset = turboquant_preset(s.kv_preset)) {

@@ -12,10 +12,6 @@
 
 namespace pagoda {
 
-// Bytes of one cache block of a layer of `shape`: num_kv_heads * block_size * slot_bytes for a TurboQuant
-// preset (shape.kv_preset), else block_size * num_kv_heads * 2 * head_size elements of shape.kv_dtype.
-size_t cuda_kv_block_bytes(const LayerShape& shape);
-
 struct CudaKvCache {
   DeviceBuffer data;                  // every layer's cache, zeroed
   std::vector<size_t> layer_offset;   // [num_layers]: bytes into data
