@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "pagoda/attention/cpu_attn/cpu_attn.h"
 #include "pagoda/attention/flex_attention/flex_cpu.h"
 #include "pagoda/core/error.h"
+#include "pagoda/core/strings.h"
 
 namespace pagoda {
 namespace {
@@ -147,6 +149,38 @@ TEST(FlexRunner, MatchesCpuAttn) {
           }
           std::printf("[ flex runner ] %s: max |flex - cpu_attn| = %.3g (tolerance %.3g)\n", s.str().c_str(), worst, tol);
         }
+}
+
+// flex_attn_block_m / _n reach the runner (spec §6.5): it plans with those tiles and still computes what
+// CPU_ATTN computes; the defaults apply when they are unset.
+TEST(FlexRunner, ConfiguredTileSizes) {
+  const auto flex = make_flex_attention_backend();
+  const auto cpu = make_cpu_attn_backend();
+  const Step step{{1, 7, 30, 513}, {1, 17, 97, 513}};
+  const LayerShape s = shape_of(64, 16, true, 0);
+  RunnerOptions defaults;
+  defaults.cpu = true;
+  EXPECT_NE(flex->make_runner(s, defaults)->describe().find("tiles 64x64"), std::string::npos);
+  defaults.batch_invariant = true;
+  EXPECT_NE(flex->make_runner(s, defaults)->describe().find("tiles 16x16"), std::string::npos);
+  uint64_t seed = 100;
+  for (auto [m, n] : {std::pair{32, 16}, std::pair{128, 32}, std::pair{16, 128}}) {
+    RunnerOptions o;
+    o.cpu = true;
+    o.flex_block_m = m;
+    o.flex_block_n = n;
+    auto fr = flex->make_runner(s, o);
+    EXPECT_NE(fr->describe().find(str_cat("tiles ", m, "x", n)), std::string::npos) << fr->describe();
+    Harness h{s, step, seed++, false};
+    h.build();
+    const auto got = h.run(*fr);
+    const auto want = h.run(*cpu->make_runner(s, o));
+    const double tol = 2 * (2 * (64 + 2) * kU * std::sqrt(64.0) + (2 * 513 + 16) * kU);  // MatchesCpuAttn's bound
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      ASSERT_NEAR(got[i], want[i], tol) << i;
+    }
+  }
 }
 
 TEST(FlexRunner, SoftcapIsTheKernels) {

@@ -62,6 +62,7 @@ struct RunnerOptions {
   bool use_prefill_decode_attention = false;  // TRITON_ATTN: separate prefill and decode launches
   int max_graph_splits = 16;         // most KV splits of a captured decode step
   int tq_max_graph_splits = 32;      // TURBOQUANT: the same (attention_config.tq_max_kv_splits_for_cuda_graph)
+  int flex_block_m = 0, flex_block_n = 0;  // FLEX_ATTENTION: query / KV tile sizes (0: spec §6.5's default)
   ParallelFor parallel_for;          // CPU runners: the model runner's thread pool (null: serial)
   int num_threads = 1;               // CPU runners: most bodies parallel_for runs at once (per-thread scratch)
 };

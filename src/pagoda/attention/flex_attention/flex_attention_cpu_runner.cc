@@ -19,9 +19,11 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
   FlexAttentionCpuRunner(const LayerShape& shape, const RunnerOptions& options)
       : shape_(shape), options_(options), mask_(mask_of(shape)) {
     mod_.softcap = shape.softcap;
-    // Spec §6.5's defaults: 64/64, 16/16 under batch invariance. The CPU kernel is batch invariant with
-    // either (a row's reduction order depends on block_n and its own sequence only).
-    tile_ = options.batch_invariant ? 16 : 64;
+    // flex_attn_block_m / _n, else spec §6.5's defaults: 64/64, 16/16 under batch invariance. The CPU kernel
+    // is batch invariant with any (a row's reduction order depends on block_n and its own sequence only).
+    const int fallback = options.batch_invariant ? 16 : 64;
+    block_m_ = options.flex_block_m > 0 ? options.flex_block_m : fallback;
+    block_n_ = options.flex_block_n > 0 ? options.flex_block_n : fallback;
   }
 
   // Limits of zero (the CPU model runner's reserve({}): CPU runners allocate nothing ahead) let plan() grow the
@@ -29,7 +31,7 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
   void reserve(const RunnerLimits& limits) override {
     limits_ = limits;
     grow_ = limits.max_tokens == 0 && limits.max_seqs == 0 && limits.max_model_len == 0;
-    plan_.reserve(limits.max_tokens, limits.max_seqs, limits.max_model_len, tile_, tile_);
+    plan_.reserve(limits.max_tokens, limits.max_seqs, limits.max_model_len, block_m_, block_n_);
     reserved_ = true;
   }
 
@@ -46,7 +48,7 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
         limits_.max_tokens = std::max(limits_.max_tokens, 2 * tokens);
         limits_.max_seqs = std::max(limits_.max_seqs, 2 * n);
         limits_.max_model_len = std::max(limits_.max_model_len, 2 * ctx);
-        plan_.reserve(limits_.max_tokens, limits_.max_seqs, limits_.max_model_len, tile_, tile_);
+        plan_.reserve(limits_.max_tokens, limits_.max_seqs, limits_.max_model_len, block_m_, block_n_);
       }
     }
     plan_.build(mask_, reinterpret_cast<const int32_t*>(batch.query_lens.data()),
@@ -54,7 +56,7 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
     planned_seqs_ = n;
     // As CPU_ATTN: below ~1M multiply-adds of listed blocks one thread does it all.
     const int64_t blocks = plan_.num_full() + plan_.num_partial();
-    serial_ = blocks * tile_ * tile_ * int64_t(shape_.num_q_heads) * shape_.head_size * 2 < (int64_t(1) << 20);
+    serial_ = blocks * block_m_ * block_n_ * int64_t(shape_.num_q_heads) * shape_.head_size * 2 < (int64_t(1) << 20);
   }
 
   void run(const AttentionParams& p, void*) const override {
@@ -84,14 +86,14 @@ class FlexAttentionCpuRunner final : public AttentionRunner {
     flex_cpu_forward(a);
   }
 
-  std::string describe() const override { return str_cat("FLEX_ATTENTION (CPU, ", mask_.str(), ")"); }
+  std::string describe() const override { return str_cat("FLEX_ATTENTION (CPU, ", mask_.str(), ", tiles ", block_m_, "x", block_n_, ")"); }
 
  private:
   LayerShape shape_;
   RunnerOptions options_;
   FlexMask mask_;
   FlexScoreMod mod_;
-  int tile_ = 64;
+  int block_m_ = 64, block_n_ = 64;  // query tile, KV block of the plan
   FlexBlockPlan plan_;
   bool reserved_ = false;
   RunnerLimits limits_;
