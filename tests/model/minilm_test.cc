@@ -7,10 +7,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "pagoda/config/engine_args.h"
 #include "pagoda/core/error.h"
+#include "pagoda/engine/embedder.h"
 #include "pagoda/model/bert.h"
 #include "pagoda/model/builtin_models.h"
 #include "pagoda/tokenizer/tokenizer.h"
@@ -122,6 +125,144 @@ TEST(MiniLm, RefusesOverlongAndBadIds) {
   EXPECT_THROW(enc->embed({std::vector<int>(513, 1000)}), Error);
   EXPECT_THROW(enc->embed({{101, 30522, 102}}), Error);
   EXPECT_THROW(enc->embed({{}}), Error);
+}
+
+// The reference cases' ids and vectors.
+void reference_cases(std::vector<std::vector<int>>* ids, std::vector<std::vector<float>>* vecs) {
+  for (const auto& c : reference()["cases"]) {
+    ids->push_back(c["ids"].get<std::vector<int>>());
+    vecs->push_back(c["embedding"].get<std::vector<float>>());
+  }
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double dot = 0, na = 0, nb = 0;
+  for (size_t h = 0; h < a.size(); ++h) dot += double(a[h]) * b[h], na += double(a[h]) * a[h], nb += double(b[h]) * b[h];
+  return dot / std::sqrt(na * nb);
+}
+
+// Concurrent callers go through the scheduler: steps never exceed --max-num-seqs or the token budget, every
+// caller gets exactly the vector the encoder computes for its sequence alone (a sequence never sees the rest
+// of its step, and the encoder is batch invariant), and the blocks all come back.
+TEST(MiniLmEmbedder, ConcurrentCallersShareScheduledSteps) {
+  SKIP_WITHOUT_MINILM();
+  std::vector<std::vector<int>> ids;
+  std::vector<std::vector<float>> want;
+  reference_cases(&ids, &want);
+  EmbedderOptions o;
+  o.encoder.num_threads = 2;
+  o.max_num_seqs = 3;
+  o.max_model_len = 128;
+  o.max_num_batched_tokens = 200;
+  Embedder e(minilm_dir(), o);
+  EXPECT_EQ(e.max_tokens(), 128);
+  const auto alone = BertEncoder::load(minilm_dir(), 1);
+  std::vector<std::vector<int>> seqs;
+  for (const auto& s : ids)
+    if (s.size() <= 128) seqs.push_back(s);
+  ASSERT_GE(seqs.size(), 10u);
+  std::vector<std::vector<float>> got(seqs.size());
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < seqs.size(); ++i) callers.emplace_back([&, i] { got[i] = e.embed({seqs[i]}).at(0); });
+  for (auto& t : callers) t.join();
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(got[i], alone->embed({seqs[i]}).at(0)) << "sequence " << i;
+  const EmbeddingStats st = e.stats();
+  EXPECT_EQ(st.sequences, int64_t(seqs.size()));
+  EXPECT_LE(st.max_batch, 3);
+  EXPECT_GE(st.steps, int64_t((seqs.size() + 2) / 3));
+  // One caller's many sequences are split across steps and come back in order.
+  const std::vector<std::vector<float>> all = e.embed(seqs);
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(all[i], got[i]) << "sequence " << i;
+  std::printf("%zu concurrent callers then one of %zu sequences: %lld steps, batches of at most %d\n", seqs.size(),
+              seqs.size(), (long long)e.stats().steps, e.stats().max_batch);
+}
+
+TEST(MiniLmEmbedder, RefusesBadLimitsAndInputs) {
+  SKIP_WITHOUT_MINILM();
+  EmbedderOptions o;
+  o.max_model_len = 513;  // past the position table
+  EXPECT_THROW(Embedder(minilm_dir(), o), Error);
+  o.max_model_len = 0;
+  o.max_num_batched_tokens = 100;  // below the longest sequence
+  EXPECT_THROW(Embedder(minilm_dir(), o), Error);
+  o.max_num_batched_tokens = 0;
+  o.max_num_seqs = 0;
+  EXPECT_THROW(Embedder(minilm_dir(), o), Error);
+  o.max_num_seqs = 4;
+  o.max_model_len = 16;
+  Embedder e(minilm_dir(), o);
+  EXPECT_THROW(e.embed({std::vector<int>(17, 1000)}), Error);
+  EXPECT_THROW(e.embed({{101, 30522, 102}}), Error);
+  EXPECT_THROW(e.embed({{}}), Error);
+  // Text is truncated to --max-model-len, ending in [SEP].
+  const std::vector<int> t = e.tokenize(std::string(400, 'a') + " b c d e f g h i j k l m n o p q r s t");
+  EXPECT_EQ(t.size(), 16u);
+  EXPECT_EQ(t.back(), 102);
+}
+
+// A forced FLEX_ATTENTION runs the encoder's bidirectional attention through its block-mask plan.
+TEST(MiniLmEmbedder, ForcedFlexAttentionMatchesTheReference) {
+  SKIP_WITHOUT_MINILM();
+  std::vector<std::vector<int>> ids;
+  std::vector<std::vector<float>> want;
+  reference_cases(&ids, &want);
+  EmbedderOptions o;
+  o.encoder.num_threads = 2;
+  o.encoder.attention.backend = BackendName::kFlexAttention;
+  o.encoder.attention.flex_attn_block_m = 32;
+  o.encoder.attention.flex_attn_block_n = 16;
+  o.max_model_len = 512;  // the reference's long cases are untruncated
+  Embedder e(minilm_dir(), o);
+  EXPECT_EQ(e.encoder().attention_backend(), "FLEX_ATTENTION");
+  const std::vector<std::vector<float>> got = e.embed(ids);
+  double worst = 1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double c = cosine(got[i], want[i]);
+    EXPECT_GE(c, 0.9999) << "case " << i;  // the bound of EmbeddingsMatchSentenceTransformers
+    worst = std::min(worst, c);
+  }
+  std::printf("FLEX_ATTENTION: %zu sentences, min cosine %.9f\n", got.size(), worst);
+}
+
+// The engine's flags reach the encoder, and those that mean nothing for it are refused, never ignored.
+TEST(MiniLmEmbedder, EngineFlagsAreAppliedOrRefused) {
+  EngineArgs a;
+  a.model.model = minilm_dir().string();
+  a.scheduler.max_num_seqs = 7;
+  a.scheduler.max_num_batched_tokens = 4096;
+  a.model.max_model_len = 64;
+  a.device.cpu_threads = 1;
+  a.attention.attention_backend = "FLEX_ATTENTION";
+  EmbedderOptions o = embedder_options_from_args(a, validate_engine_args(a));
+  EXPECT_EQ(o.max_num_seqs, 7);
+  EXPECT_EQ(o.max_num_batched_tokens, 4096);
+  EXPECT_EQ(o.max_model_len, 64);
+  EXPECT_EQ(o.encoder.num_threads, 1);
+  EXPECT_EQ(o.encoder.attention.backend, BackendName::kFlexAttention);
+  auto refused = [](EngineArgs b, const char* flag) {
+    try {
+      embedder_options_from_args(b, validate_engine_args(b));
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(flag), std::string::npos) << err.what();
+      return;
+    }
+    ADD_FAILURE() << flag << " was accepted";
+  };
+  EngineArgs b = a;
+  b.device.device = "cuda";
+  refused(b, "--device");
+  b = a, b.model.dtype = "bfloat16";
+  refused(b, "--dtype");
+  b = a, b.cache.kv_cache_dtype = "fp8";
+  refused(b, "--kv-cache-dtype");
+  b = a, b.cache.gpu_memory_utilization = 0.5;
+  refused(b, "--gpu-memory-utilization");
+  b = a, b.cache.kv_cache_space_gib = 1;
+  refused(b, "--kv-cache-space");
+  b = a, b.model.load_format = "gguf";
+  refused(b, "--load-format");
+  b = a, b.model.tokenizer = "/elsewhere";
+  refused(b, "--tokenizer");
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ int run_serve(const std::vector<std::string>& raw) {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ApiServer> api_server;
   if (const std::optional<std::filesystem::path> enc = embedding_model_folder(args.model.model)) {
-    embedder = std::make_unique<Embedder>(*enc, int(std::max(1u, std::thread::hardware_concurrency())));
+    embedder = std::make_unique<Embedder>(*enc, embedder_options_from_args(args, v));
     opts.attention_backend = embedder->encoder().attention_backend();
     embedding_server = std::make_unique<EmbeddingServer>(*embedder, opts);
   } else {

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
+#include "pagoda/attention/startup.h"
+#include "pagoda/config/engine_args.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 
@@ -19,9 +22,84 @@ bool is_embedding_model_folder(const std::filesystem::path& folder) {
   return is_bert_config(j);
 }
 
-Embedder::Embedder(const std::filesystem::path& folder, int num_threads, int max_batch_tokens)
-    : tokenizer_(Tokenizer::from_file(folder)), encoder_(BertEncoder::load(folder, num_threads)),
-      max_batch_tokens_(std::max(max_batch_tokens, encoder_->config().max_position_embeddings)) {
+EmbedderOptions embedder_options_from_args(const EngineArgs& args, const ValidatedArgs& validated) {
+  const EngineArgs defaults;
+  auto refuse = [](const std::string& flag, const std::string& why) {
+    throw_config_error(flag, ": ", why, " (encoder models run in float32 on the CPU)");
+  };
+  if (args.device.device == "cuda") refuse("--device cuda", "the BERT encoder has no CUDA path yet");
+  if (validated.dtype != DTypeChoice::kAuto && validated.dtype != DTypeChoice::kFloat32)
+    refuse("--dtype " + args.model.dtype, "only auto and float32 are supported");
+  if (!args.model.tokenizer.empty() && args.model.tokenizer != args.model.model)
+    refuse("--tokenizer", "the tokenizer is the model folder's own");
+  if (args.model.revision != defaults.model.revision) refuse("--revision", "encoder models are loaded from a local folder");
+  if (args.model.load_format != "auto" && args.model.load_format != "safetensors")
+    refuse("--load-format " + args.model.load_format, "encoder weights are read from safetensors");
+  if (validated.kv_cache_dtype != "auto")
+    refuse("--kv-cache-dtype " + validated.kv_cache_dtype, "an encoder keeps the K/V of one step only, in float32");
+  if (!args.cache.kv_cache_dtype_skip_layers.empty()) refuse("--kv-cache-dtype-skip-layers", "the KV cache is not quantized");
+  if (args.cache.gpu_memory_utilization != defaults.cache.gpu_memory_utilization)
+    refuse("--gpu-memory-utilization", "nothing runs on a GPU");
+  if (args.cache.num_gpu_blocks_override) refuse("--num-gpu-blocks-override", "nothing runs on a GPU");
+  if (args.cache.kv_cache_space_gib != defaults.cache.kv_cache_space_gib)
+    refuse("--kv-cache-space", "the cache is sized by --max-num-batched-tokens (one step's K/V)");
+  if (args.cache.enable_prefix_caching || args.scheduler.enable_chunked_prefill)
+    PAGODA_LOG_INFO("Encoder model: chunked prefill and prefix caching are off (bidirectional attention computes "
+                    "each sequence whole, and a prefix's K/V depend on the tokens after it).");
+
+  const ResolvedAttentionSettings s = resolve_attention_settings(validated, DeviceKind::kCpu);
+  EmbedderOptions o;
+  o.encoder.attention = s.attention;
+  o.encoder.block_size = s.user_block_size;
+  o.encoder.batch_invariant = s.batch_invariant;
+  o.encoder.env_layout = s.env_layout;
+  o.encoder.num_threads = args.device.cpu_threads > 0 ? args.device.cpu_threads
+                                                      : int(std::max(1u, std::thread::hardware_concurrency()));
+  o.max_num_seqs = args.scheduler.max_num_seqs;
+  o.max_num_batched_tokens = args.scheduler.max_num_batched_tokens.value_or(0);
+  o.max_model_len = args.model.max_model_len.value_or(0);
+  return o;
+}
+
+Embedder::Embedder(const std::filesystem::path& folder, int num_threads)
+    : Embedder(folder, [&] {
+        EmbedderOptions o;
+        o.encoder.num_threads = num_threads;
+        return o;
+      }()) {}
+
+Embedder::Embedder(const std::filesystem::path& folder, const EmbedderOptions& options)
+    : tokenizer_(Tokenizer::from_file(folder)), encoder_(BertEncoder::load(folder, options.encoder)) {
+  // The default is sentence-transformers' max_seq_length; up to the position table on request.
+  const int positions = encoder_->config().max_position_embeddings;
+  if (options.max_model_len < 0 || options.max_model_len > positions)
+    throw_config_error("--max-model-len ", options.max_model_len, " is outside 1..", positions,
+                       " for this encoder (its position table)");
+  max_tokens_ = options.max_model_len > 0 ? options.max_model_len : encoder_->max_tokens_per_sequence();
+  if (options.max_num_seqs < 1) throw_config_error("--max-num-seqs must be positive, got ", options.max_num_seqs);
+  max_num_seqs_ = options.max_num_seqs;
+  max_num_batched_tokens_ = options.max_num_batched_tokens > 0 ? options.max_num_batched_tokens : std::max(8192, max_tokens_);
+  // Every sequence is computed whole in one step, so one step must hold the longest (vLLM's rule for models
+  // without chunked prefill).
+  if (max_num_batched_tokens_ < max_tokens_)
+    throw_config_error("--max-num-batched-tokens ", max_num_batched_tokens_, " is below the longest sequence, ", max_tokens_,
+                       " tokens: an encoder computes a sequence in one step (lower --max-model-len or raise it)");
+  SchedulerConfig sc;
+  sc.max_num_seqs = max_num_seqs_;
+  sc.max_num_batched_tokens = max_num_batched_tokens_;
+  sc.enable_chunked_prefill = false;
+  sc.enable_prefix_caching = false;
+  sc.max_model_len = max_tokens_ + 1;  // the scheduler's room for one generated token, which an encoder never makes
+  sc.block_size = encoder_->block_size();
+  // A full step: its tokens, plus at most one partly filled block per sequence.
+  sc.num_blocks = int32_t((int64_t(max_num_batched_tokens_) + sc.block_size - 1) / sc.block_size + max_num_seqs_);
+  scheduler_ = std::make_unique<Scheduler>(sc);
+  // Uninitialized: the pages of blocks no step reaches are never touched (each step writes its K/V first).
+  const int64_t cache_floats = int64_t(sc.num_blocks) * encoder_->kv_block_floats();
+  kv_cache_.reset(new float[size_t(cache_floats)]);
+  PAGODA_LOG_INFO("Embedding scheduler: max_num_seqs=", max_num_seqs_, ", max_num_batched_tokens=", max_num_batched_tokens_,
+                  ", max_model_len=", max_tokens_, ", KV cache of one step: ", sc.num_blocks, " blocks of ", sc.block_size,
+                  " tokens (at most ", (cache_floats * int64_t(sizeof(float))) >> 20, " MiB)");
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -36,10 +114,9 @@ Embedder::~Embedder() {
 
 std::vector<int> Embedder::tokenize(const std::string& text) const {
   std::vector<int> ids = tokenizer_.encode(text, /*add_special_tokens=*/true, /*parse_special=*/false);
-  const size_t max_len = size_t(encoder_->max_tokens_per_sequence());
-  if (ids.size() > max_len) {
+  if (ids.size() > size_t(max_tokens_)) {
     const std::vector<int>& suffix = tokenizer_.special_suffix_ids();
-    ids.resize(max_len - suffix.size());
+    ids.resize(size_t(max_tokens_) - suffix.size());
     ids.insert(ids.end(), suffix.begin(), suffix.end());
   }
   return ids;
@@ -47,16 +124,17 @@ std::vector<int> Embedder::tokenize(const std::string& text) const {
 
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<int>>& sequences) {
   if (sequences.empty()) return {};
-  const int max_len = encoder_->config().max_position_embeddings;
   for (size_t s = 0; s < sequences.size(); ++s) {
-    if (sequences[s].empty() || int(sequences[s].size()) > max_len)
-      throw_config_error("input ", s, " has ", sequences[s].size(), " tokens; this model takes 1 to ", max_len);
+    if (sequences[s].empty() || int(sequences[s].size()) > max_tokens_)
+      throw_config_error("input ", s, " has ", sequences[s].size(), " tokens; this model takes 1 to ", max_tokens_);
     for (int id : sequences[s])
       if (id < 0 || id >= encoder_->config().vocab_size)
         throw_config_error("input ", s, " has token id ", id, ", outside 0..", encoder_->config().vocab_size - 1);
   }
-  auto job = std::make_unique<Job>();
+  auto job = std::make_shared<Job>();
   job->sequences = sequences;
+  job->vectors.resize(sequences.size());
+  job->remaining = sequences.size();
   std::future<std::vector<std::vector<float>>> result = job->done.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -72,29 +150,53 @@ EmbeddingStats Embedder::stats() const {
 }
 
 void Embedder::worker() {
+  struct Owner {
+    std::shared_ptr<Job> job;
+    size_t index = 0;
+  };
+  std::unordered_map<RequestId, Owner> owners;
+  RequestId next_id = 1;
   for (;;) {
-    std::vector<std::unique_ptr<Job>> jobs;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      // Whole jobs while they fit the step's token budget; the first always goes (each sequence fits).
-      int64_t tokens = 0;
-      while (!queue_.empty()) {
-        int64_t t = 0;
-        for (const auto& s : queue_.front()->sequences) t += int64_t(s.size());
-        if (!jobs.empty() && tokens + t > max_batch_tokens_) break;
-        tokens += t;
-        jobs.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || scheduler_->has_unfinished(); });
+      if (queue_.empty() && !scheduler_->has_unfinished()) return;  // stopping, nothing left
+      // Requests join between steps: every sequence queued now is a request of the scheduler.
+      for (; !queue_.empty(); queue_.pop_front()) {
+        const std::shared_ptr<Job>& job = queue_.front();
+        for (size_t i = 0; i < job->sequences.size(); ++i) {
+          const RequestId id = next_id++;
+          scheduler_->add_request(id, std::vector<int32_t>(job->sequences[i].begin(), job->sequences[i].end()), 1);
+          owners[id] = Owner{job, i};
+        }
       }
     }
+    const SchedulerOutput out = scheduler_->schedule();
+    // The cache holds a full step and nothing outlives a step, so the head of the queue is always admitted.
+    PAGODA_CHECK(!out.empty(), "embedding scheduler: ", scheduler_->num_waiting(), " waiting requests and no step");
     std::vector<std::vector<int>> batch;
-    for (const auto& j : jobs) batch.insert(batch.end(), j->sequences.begin(), j->sequences.end());
+    int stride = 1;
     int64_t tokens = 0;
-    for (const auto& s : batch) tokens += int64_t(s.size());
+    for (const ScheduledChunk& c : out.chunks) {
+      const Owner& o = owners.at(c.id);
+      PAGODA_CHECK(c.start == 0 && size_t(c.num_tokens) == o.job->sequences[o.index].size(),
+                   "embedding scheduler: request ", c.id, " was split (chunked prefill is off)");
+      batch.push_back(o.job->sequences[o.index]);
+      tokens += c.num_tokens;
+      stride = std::max(stride, int(scheduler_->kv_cache().block_table(c.id).size()));
+    }
+    std::vector<int32_t> tables(out.chunks.size() * size_t(stride), 0);
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+      const std::span<const BlockId> t = scheduler_->kv_cache().block_table(out.chunks[i].id);
+      std::copy(t.begin(), t.end(), tables.begin() + long(i * size_t(stride)));
+    }
+    EncoderStepBlocks blocks;
+    blocks.cache = kv_cache_.get();
+    blocks.num_blocks = scheduler_->kv_cache().num_blocks();
+    blocks.block_tables = tables.data();
+    blocks.block_table_stride = stride;
     try {
-      std::vector<std::vector<float>> out = encoder_->embed(batch);
+      std::vector<std::vector<float>> vecs = encoder_->embed(batch, &blocks);
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.steps;
@@ -104,16 +206,33 @@ void Embedder::worker() {
         stats_.recent_batches.push_back(int(batch.size()));
         if (stats_.recent_batches.size() > 256) stats_.recent_batches.erase(stats_.recent_batches.begin());
       }
-      PAGODA_LOG_DEBUG("embedding step: ", batch.size(), " sequences from ", jobs.size(), " requests, ", tokens, " tokens");
-      size_t at = 0;
-      for (auto& j : jobs) {
-        std::vector<std::vector<float>> mine(std::make_move_iterator(out.begin() + long(at)),
-                                             std::make_move_iterator(out.begin() + long(at + j->sequences.size())));
-        at += j->sequences.size();
-        j->done.set_value(std::move(mine));
+      PAGODA_LOG_DEBUG("embedding step: ", batch.size(), " sequences, ", tokens, " tokens, ", scheduler_->num_waiting(),
+                       " waiting");
+      for (size_t i = 0; i < out.chunks.size(); ++i) {
+        const RequestId id = out.chunks[i].id;
+        Owner o = std::move(owners.at(id));
+        owners.erase(id);
+        scheduler_->finish_request(id);
+        o.job->vectors[o.index] = std::move(vecs[i]);
+        if (--o.job->remaining == 0) o.job->done.set_value(std::move(o.job->vectors));
       }
     } catch (...) {
-      for (auto& j : jobs) j->done.set_exception(std::current_exception());
+      // The jobs of this step fail whole: their other sequences leave the scheduler too.
+      const std::exception_ptr error = std::current_exception();
+      std::vector<std::shared_ptr<Job>> failed;
+      for (const ScheduledChunk& c : out.chunks) {
+        const std::shared_ptr<Job>& j = owners.at(c.id).job;
+        if (std::find(failed.begin(), failed.end(), j) == failed.end()) failed.push_back(j);
+      }
+      for (auto it = owners.begin(); it != owners.end();) {
+        if (std::find(failed.begin(), failed.end(), it->second.job) != failed.end()) {
+          scheduler_->finish_request(it->first);
+          it = owners.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (const std::shared_ptr<Job>& j : failed) j->done.set_exception(error);
     }
   }
 }

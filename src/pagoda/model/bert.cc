@@ -178,7 +178,8 @@ struct BertEncoder::Impl {
   std::unique_ptr<AttentionRunner> runner;
 
   explicit Impl(int threads) : pool(threads) {}
-  void forward(const std::vector<std::vector<int>>& seqs, std::vector<float>* x) const;
+  void forward(const std::vector<std::vector<int>>& seqs, const EncoderStepBlocks* blocks, std::vector<float>* x) const;
+  int64_t kv_block_floats() const { return int64_t(cfg.num_heads) * shape.block_size * 2 * cfg.head_size(); }
 };
 
 BertEncoder::BertEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -186,13 +187,16 @@ BertEncoder::~BertEncoder() = default;
 const BertConfig& BertEncoder::config() const { return impl_->cfg; }
 const SentenceEmbeddingConfig& BertEncoder::sentence_config() const { return impl_->sentence; }
 std::string BertEncoder::attention_backend() const { return impl_->backend_name; }
+int BertEncoder::block_size() const { return impl_->shape.block_size; }
+int64_t BertEncoder::kv_block_floats() const { return impl_->kv_block_floats(); }
 int BertEncoder::max_tokens_per_sequence() const {
   const int m = impl_->cfg.max_position_embeddings;
   return impl_->sentence.max_seq_length > 0 ? std::min(m, impl_->sentence.max_seq_length) : m;
 }
 
-std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, int num_threads) {
-  auto impl = std::make_unique<Impl>(num_threads);
+std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, const BertLoadOptions& options) {
+  if (options.num_threads < 1) throw_config_error("the encoder needs at least one thread, got ", options.num_threads);
+  auto impl = std::make_unique<Impl>(options.num_threads);
   const fs::path cfg_path = folder / "config.json";
   impl->cfg = parse_bert_config(read_json(cfg_path), cfg_path.string());
   impl->sentence = read_sentence_embedding_config(folder);
@@ -245,17 +249,21 @@ std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, int num_t
     impl->layers.push_back(std::move(L));
   }
 
-  // Attention as the selector picks it for an encoder-only, non-causal float32 layer on the CPU.
-  AttentionConfig attention;
+  // Attention as the selector picks it, on the user's settings, for an encoder-only, non-causal float32 layer
+  // on the CPU.
+  AttentionConfig attention = options.attention;
   attention.use_non_causal = true;
   BackendRegistry registry = BackendRegistry::builtin(false);
-  AttentionSelector selector(registry, SelectionTarget{DeviceKind::kCpu, {0, 0}, "CPU"}, attention, false, std::nullopt);
+  AttentionSelector selector(registry, SelectionTarget{DeviceKind::kCpu, {0, 0}, "CPU"}, attention,
+                             options.batch_invariant, options.env_layout);
   SelectorConfig sc;
   sc.head_size = c.head_size();
   sc.dtype = DType::kF32;
+  sc.block_size = options.block_size;
   sc.attn_type = AttnType::kEncoderOnly;
   sc.use_non_causal = true;
-  LayerSelection sel = select_attention(selector, {sc}, std::nullopt);
+  sc.use_batch_invariant = options.batch_invariant;
+  LayerSelection sel = select_attention(selector, {sc}, options.block_size);
   impl->backend_name = std::string(backend_name_str(sel.per_layer.at(0)));
   impl->shape.num_q_heads = c.num_heads;
   impl->shape.num_kv_heads = c.num_heads;
@@ -267,6 +275,9 @@ std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, int num_t
   impl->shape.causal = false;
   RunnerOptions ro;
   ro.cpu = true;
+  ro.batch_invariant = options.batch_invariant;
+  ro.flex_block_m = attention.flex_attn_block_m.value_or(0);
+  ro.flex_block_n = attention.flex_attn_block_n.value_or(0);
   ro.num_threads = impl->pool.num_threads();
   Impl* raw = impl.get();
   ro.parallel_for = [raw](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
@@ -279,7 +290,8 @@ std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, int num_t
   return std::unique_ptr<BertEncoder>(new BertEncoder(std::move(impl)));
 }
 
-void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, std::vector<float>* out) const {
+void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, const EncoderStepBlocks* blocks,
+                                std::vector<float>* out) const {
   const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
   const int S = int(seqs.size());
   const int bs = shape.block_size;
@@ -292,15 +304,34 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, std::
     max_blocks = std::max(max_blocks, (n + bs - 1) / bs);
   }
   const int64_t T = qsl[size_t(S)];
-  // Sequence s owns cache blocks [s * max_blocks, (s + 1) * max_blocks); the cache holds this step only and
-  // is rewritten by every layer before that layer reads it.
-  const int64_t num_blocks = int64_t(S) * max_blocks;
-  std::vector<int32_t> tables(static_cast<size_t>(num_blocks));
-  for (int64_t b = 0; b < num_blocks; ++b) tables[size_t(b)] = int32_t(b);
+  // The cache holds this step only and is rewritten by every layer before that layer reads it. Without the
+  // caller's blocks, sequence s owns blocks [s * max_blocks, (s + 1) * max_blocks) of a cache of our own.
+  std::vector<int32_t> own_tables;
+  std::vector<float> own_cache;
+  EncoderStepBlocks step;
+  if (blocks) {
+    step = *blocks;
+    PAGODA_CHECK(step.cache && step.block_tables && step.block_table_stride >= max_blocks,
+                 "encoder step: block tables of ", step.block_table_stride, " entries for sequences of up to ",
+                 max_blocks, " blocks");
+  } else {
+    step.num_blocks = int64_t(S) * max_blocks;
+    own_tables.resize(size_t(step.num_blocks));
+    for (int64_t b = 0; b < step.num_blocks; ++b) own_tables[size_t(b)] = int32_t(b);
+    own_cache.resize(size_t(step.num_blocks * kv_block_floats()));
+    step.cache = own_cache.data();
+    step.block_tables = own_tables.data();
+    step.block_table_stride = max_blocks;
+  }
   std::vector<int64_t> slots(static_cast<size_t>(T));
-  for (int s = 0; s < S; ++s)
-    for (int i = 0; i < lens[size_t(s)]; ++i) slots[size_t(qsl[size_t(s)] + i)] = int64_t(s) * max_blocks * bs + i;
-  std::vector<float> cache(size_t(num_blocks) * size_t(cfg.num_heads) * size_t(bs) * 2 * size_t(cfg.head_size()));
+  for (int s = 0; s < S; ++s) {
+    const int32_t* table = step.block_tables + int64_t(s) * step.block_table_stride;
+    for (int i = 0; i < lens[size_t(s)]; ++i) {
+      PAGODA_CHECK(table[i / bs] >= 0 && table[i / bs] < step.num_blocks, "encoder step: block ", table[i / bs],
+                   " outside the cache of ", step.num_blocks);
+      slots[size_t(qsl[size_t(s)] + i)] = int64_t(table[i / bs]) * bs + i % bs;
+    }
+  }
 
   std::vector<float>& x = *out;
   x.assign(size_t(T * H), 0.0f);
@@ -325,16 +356,16 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, std::
     ap.q = qkv.data();
     ap.q_stride = 3 * H;
     ap.out = attn.data();
-    ap.kv_cache = cache.data();
-    ap.num_blocks = num_blocks;
+    ap.kv_cache = step.cache;
+    ap.num_blocks = step.num_blocks;
     ap.k = qkv.data() + H;
     ap.v = qkv.data() + 2 * H;
     ap.kv_stride = 3 * H;
     ap.slot_mapping = slots.data();
     ap.query_start_loc = qsl.data();
     ap.seq_lens = lens.data();
-    ap.block_tables = tables.data();
-    ap.block_table_stride = max_blocks;
+    ap.block_tables = step.block_tables;
+    ap.block_table_stride = step.block_table_stride;
     ap.num_tokens = int(T);
     ap.num_seqs = S;
     runner->run(ap, nullptr);
@@ -369,15 +400,17 @@ void check_sequences(const std::vector<std::vector<int>>& seqs, const BertConfig
 
 }  // namespace
 
-std::vector<float> BertEncoder::hidden_states(const std::vector<std::vector<int>>& sequences) const {
+std::vector<float> BertEncoder::hidden_states(const std::vector<std::vector<int>>& sequences,
+                                              const EncoderStepBlocks* blocks) const {
   check_sequences(sequences, impl_->cfg, impl_->cfg.max_position_embeddings);
   std::vector<float> x;
-  impl_->forward(sequences, &x);
+  impl_->forward(sequences, blocks, &x);
   return x;
 }
 
-std::vector<std::vector<float>> BertEncoder::embed(const std::vector<std::vector<int>>& sequences) const {
-  const std::vector<float> x = hidden_states(sequences);
+std::vector<std::vector<float>> BertEncoder::embed(const std::vector<std::vector<int>>& sequences,
+                                                   const EncoderStepBlocks* blocks) const {
+  const std::vector<float> x = hidden_states(sequences, blocks);
   const int64_t H = impl_->cfg.hidden_size;
   std::vector<std::vector<float>> out;
   int64_t row = 0;

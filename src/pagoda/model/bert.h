@@ -9,12 +9,17 @@
 // and never see each other: each is its own sequence of the attention batch.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "pagoda/config/attention_config.h"
+#include "pagoda/core/kv_layout.h"
 
 namespace pagoda {
 
@@ -49,11 +54,37 @@ struct SentenceEmbeddingConfig {
 };
 SentenceEmbeddingConfig read_sentence_embedding_config(const std::filesystem::path& folder);
 
+// How the encoder's attention is chosen: the selector runs on the user's attention settings (--attention-backend,
+// --attention-config, --block-size, batch invariance) for encoder-only, non-causal float32 layers on the CPU.
+struct BertLoadOptions {
+  int num_threads = 1;
+  AttentionConfig attention;      // use_non_causal is forced on
+  std::optional<int> block_size;  // the user's --block-size
+  bool batch_invariant = false;
+  std::optional<KvLayout> env_layout;
+};
+
+// The KV cache of one forward step as a caller's scheduler laid it out: sequence s of the step owns the blocks
+// block_tables[s * block_table_stride ...]. One layer's worth (every layer writes the step's K/V before it
+// reads them): num_blocks * kv_block_floats() floats.
+struct EncoderStepBlocks {
+  float* cache = nullptr;
+  int64_t num_blocks = 0;
+  const int32_t* block_tables = nullptr;
+  int block_table_stride = 0;
+};
+
 class BertEncoder {
  public:
   // Loads config.json, the safetensors weights (float32, bfloat16 or float16; "bert." prefixes allowed)
-  // and the sentence-transformers files of `folder`. Throws pagoda::Error naming what is missing.
-  static std::unique_ptr<BertEncoder> load(const std::filesystem::path& folder, int num_threads);
+  // and the sentence-transformers files of `folder`. Throws pagoda::Error naming what is missing, and the
+  // selector's config errors for attention settings no backend takes.
+  static std::unique_ptr<BertEncoder> load(const std::filesystem::path& folder, const BertLoadOptions& options);
+  static std::unique_ptr<BertEncoder> load(const std::filesystem::path& folder, int num_threads) {
+    BertLoadOptions o;
+    o.num_threads = num_threads;
+    return load(folder, o);
+  }
   ~BertEncoder();
 
   const BertConfig& config() const;
@@ -66,11 +97,18 @@ class BertEncoder {
   // Token ids per sequence (with the tokenizer's [CLS] ... [SEP]); returns one pooled (and, as configured,
   // normalized) vector of dimensions() floats per sequence. PRECOND-checked: every sequence has 1 ..
   // max_position_embeddings ids, each in [0, vocab_size) (runtime error otherwise).
-  std::vector<std::vector<float>> embed(const std::vector<std::vector<int>>& sequences) const;
+  // With `blocks`, the step's K/V go to the caller's blocks (each sequence's table must cover its length);
+  // without, to a cache of this call's own.
+  std::vector<std::vector<float>> embed(const std::vector<std::vector<int>>& sequences,
+                                        const EncoderStepBlocks* blocks = nullptr) const;
   // The same without pooling: the last layer's hidden states, [sum of lengths, hidden] (tests).
-  std::vector<float> hidden_states(const std::vector<std::vector<int>>& sequences) const;
-  // "CPU_ATTN", the backend the attention layers run on.
+  std::vector<float> hidden_states(const std::vector<std::vector<int>>& sequences,
+                                   const EncoderStepBlocks* blocks = nullptr) const;
+  // The backend the attention layers run on ("CPU_ATTN" unless the user forced another).
   std::string attention_backend() const;
+  // The KV cache's tokens per block and floats per block (K and V of every head).
+  int block_size() const;
+  int64_t kv_block_floats() const;
 
  private:
   struct Impl;

@@ -347,7 +347,7 @@ PYBIND11_MODULE(_core, m) {
              return e.embed(seqs);
            }, py::arg("sequences"))
       .def_property_readonly("dimensions", &Embedder::dimensions)
-      .def_property_readonly("max_tokens", [](const Embedder& e) { return e.encoder().max_tokens_per_sequence(); })
+      .def_property_readonly("max_tokens", [](const Embedder& e) { return e.max_tokens(); })
       .def_property_readonly("attention_backend", [](const Embedder& e) { return e.encoder().attention_backend(); })
       .def_property_readonly("tokenizer", [](const Embedder& e) { return e.tokenizer(); });
 

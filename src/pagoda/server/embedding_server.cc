@@ -101,8 +101,8 @@ std::string embeddings_body(const std::string& request, Embedder& embedder, cons
   for (const auto& s : seqs) {
     // vLLM: a prompt longer than the model's length is refused, not truncated (truncate_prompt_tokens is
     // the opt-in there; texts are truncated here as sentence-transformers does).
-    if (int(s.size()) > embedder.encoder().max_tokens_per_sequence())
-      throw ApiError{400, str_cat("This model's maximum context length is ", embedder.encoder().max_tokens_per_sequence(),
+    if (int(s.size()) > embedder.max_tokens())
+      throw ApiError{400, str_cat("This model's maximum context length is ", embedder.max_tokens(),
                                   " tokens. However, you requested ", s.size(), " tokens in the input for embedding "
                                   "generation. Please reduce the length of the input."), "input"};
     tokens += int64_t(s.size());
@@ -197,7 +197,7 @@ void EmbeddingServer::Impl::handle(const ServerRequest& req, ServerResponse& res
       for (const auto& name : options.model_names)
         data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "pagoda"},
                         {"root", options.model_root}, {"parent", nullptr},
-                        {"max_model_len", embedder.encoder().max_tokens_per_sequence()}, {"permission", Json::array()}});
+                        {"max_model_len", embedder.max_tokens()}, {"permission", Json::array()}});
       res.send(200, kJson, Json{{"object", "list"}, {"data", data}}.dump());
     } else if (path == "/health") {
       res.send(200, "", "");
