@@ -1,5 +1,5 @@
 # Stubs of the native module (src/pagoda/python/module.cc); tests/python/test_stubs.py keeps them in step.
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, overload
 
 __version__: str
 
@@ -104,7 +104,10 @@ class Tokenizer:
     def is_special(self, id: int) -> bool: ...
 
 class Embedder:
+    @overload
     def __init__(self, folder: str, threads: int = 0) -> None: ...
+    @overload
+    def __init__(self, folder: str, args: EngineArgs) -> None: ...
     def tokenize(self, text: str) -> List[int]: ...
     def embed(self, sequences: List[List[int]]) -> List[List[float]]: ...
     @property

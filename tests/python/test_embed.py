@@ -53,3 +53,15 @@ def test_generate_on_an_embedding_model_fails(minilm):
 def test_embed_on_a_generative_model_fails(stories):
     with pytest.raises(ValueError, match="needs an embedding model"):
         LLM(stories).embed("hello")
+
+
+def test_engine_options_reach_the_embedder():
+    if not (MINILM / "model.safetensors").is_file():
+        pytest.skip(f"skipped: all-MiniLM-L6-v2 is not in {CACHE} (run `bash scripts/fetch-models.sh`)")
+    llm = LLM(str(MINILM), max_model_len=16, attention_backend="FLEX_ATTENTION", max_num_seqs=4)
+    out = llm.embed(["word " * 100])[0]
+    assert len(out.prompt_token_ids) == 16 and out.prompt_token_ids[-1] == 102  # truncated, ends in [SEP]
+    with pytest.raises(Exception, match="--kv-cache-dtype fp8"):
+        LLM(str(MINILM), kv_cache_dtype="fp8")
+    with pytest.raises(Exception, match="--dtype bfloat16"):
+        LLM(str(MINILM), dtype="bfloat16")

@@ -151,9 +151,11 @@ class LLM:
         }
         options.update(kwargs)
         # An encoder model (a BERT-family folder, or its name in pagoda's model cache) runs on the embedder:
-        # LLM.embed() only.
+        # LLM.embed() only. The engine options apply to it, or are refused (never ignored).
         folder = _core.embedding_model_folder(model) if model else None
-        self._embedder = _core.Embedder(folder) if folder is not None else None
+        self._embedder = None
+        if folder is not None:
+            self._embedder = _core.Embedder(folder, _core.EngineArgs(engine_argv(dict(options, model=folder))))
         if self._embedder is not None:
             self._engine = None
             self._seed = seed

@@ -195,7 +195,7 @@ int BertEncoder::max_tokens_per_sequence() const {
 }
 
 std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, const BertLoadOptions& options) {
-  if (options.num_threads < 1) throw_config_error("the encoder needs at least one thread, got ", options.num_threads);
+  if (options.num_threads < 0) throw_config_error("the encoder's thread count must be >= 0 (0: one per core), got ", options.num_threads);
   auto impl = std::make_unique<Impl>(options.num_threads);
   const fs::path cfg_path = folder / "config.json";
   impl->cfg = parse_bert_config(read_json(cfg_path), cfg_path.string());

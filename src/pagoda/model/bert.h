@@ -57,7 +57,7 @@ SentenceEmbeddingConfig read_sentence_embedding_config(const std::filesystem::pa
 // How the encoder's attention is chosen: the selector runs on the user's attention settings (--attention-backend,
 // --attention-config, --block-size, batch invariance) for encoder-only, non-causal float32 layers on the CPU.
 struct BertLoadOptions {
-  int num_threads = 1;
+  int num_threads = 0;             // 0: one per hardware thread
   AttentionConfig attention;      // use_non_causal is forced on
   std::optional<int> block_size;  // the user's --block-size
   bool batch_invariant = false;

@@ -341,6 +341,11 @@ PYBIND11_MODULE(_core, m) {
              return std::make_unique<Embedder>(folder, threads);
            }),
            py::arg("folder"), py::arg("threads") = 0)
+      .def(py::init([](const std::string& folder, const OfflineEngineArgs& args) {
+             py::gil_scoped_release release;
+             return std::make_unique<Embedder>(folder, embedder_options_from_args(args.args, args.validated));
+           }),
+           py::arg("folder"), py::arg("args"))
       .def("tokenize", &Embedder::tokenize, py::arg("text"))
       .def("embed", [](Embedder& e, const std::vector<std::vector<int>>& seqs) {
              py::gil_scoped_release release;
