@@ -185,7 +185,9 @@ __global__ void __launch_bounds__(kThreads) flex_mma_kernel(const KernelArgs a) 
 #pragma unroll 1
         for (int b = 0; b < 4 * kNT; ++b) {
           const int key = ch.k0 + (b / 4) * 8 + (lane % 4) * 2 + (b % 2);
-          if (key < ch.k1 && flex_eval(mask, c.seq, q_pos[(b % 4) / 2], key)) allow |= 1u << b;
+          const bool second = (b % 4) >= 2;  // selects, not a run-time index into the row arrays
+          const bool ok = second ? row_ok[1] : row_ok[0];
+          if (ok && key < ch.k1 && flex_eval(mask, c.seq, second ? q_pos[1] : q_pos[0], key)) allow |= 1u << b;
         }
       }
       // Scale, modify, mask (log2 domain).
