@@ -1,6 +1,6 @@
 // FLEX_ATTENTION's CUDA kernels against its CPU kernel (flex_attention_harness.h: fresh random inputs, poisoned
 // outputs, derived tolerances): every mask primitive and compositions of them, the score modifiers, head
-// sizes 8 to 256 in float32 / float16 / bfloat16 (tensor-core and CUDA-core kernels), the plan's tile sizes,
+// sizes 8 to 1040 in float32 / float16 / bfloat16 (tensor-core and CUDA-core kernels), the plan's tile sizes,
 // the house-style lengths (1, 7, 17, 97, 513, 4099) in batches that mix prefill, chunked prefill and decode,
 // GQA 1 / 4 / 8, cache blocks 16 and 32; batch invariance (a sequence alone and inside steps of 2, 7 and 33:
 // bitwise equal), a CUDA graph of a decode step replayed over growing contexts (against the oracle and bitwise
@@ -55,7 +55,7 @@ TEST(FlexAttentionCuda, HeadSizesAndDtypes) {
   const FlexMask m = FlexMask::causal() & FlexMask::sliding_window(70);
   const int gqa[3][2] = {{4, 4}, {8, 2}, {8, 1}};
   int i = 0;
-  for (int hd : {8, 40, 64, 80, 96, 128, 160, 256})
+  for (int hd : {8, 40, 64, 80, 96, 128, 160, 256, 576, 1040})  // 576, 1040: the query row in shared memory
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       const int* g = gqa[i % 3];
       run_case({.head_size = hd, .block_size = i % 2 ? 32 : 16, .num_q_heads = g[0], .num_kv_heads = g[1], .dtype = t,

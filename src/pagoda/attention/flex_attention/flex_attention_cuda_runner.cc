@@ -85,8 +85,7 @@ std::unique_ptr<AttentionRunner> make_flex_attention_cuda_runner(const LayerShap
   if (shape.num_kv_heads <= 0 || shape.num_q_heads % shape.num_kv_heads != 0)
     throw_config_error("FLEX_ATTENTION: ", shape.num_q_heads, " query heads are not a multiple of ", shape.num_kv_heads,
                        " KV heads");
-  if (shape.head_size <= 0 || shape.head_size > kFlexCudaMaxHeadSize)
-    throw_config_error("FLEX_ATTENTION: head size ", shape.head_size, " outside [1, ", kFlexCudaMaxHeadSize, "] on CUDA");
+  if (shape.head_size <= 0) throw_config_error("FLEX_ATTENTION: head size ", shape.head_size);
   if (shape.block_size <= 0) throw_config_error("FLEX_ATTENTION: block size ", shape.block_size);
   const FlexTiles t = flex_layer_tiles(options);
   if (t.block_n != 16 && t.block_n != 32 && t.block_n != 64 && t.block_n != 128)

@@ -13,8 +13,8 @@
 // mask program only on partial blocks and keeps an online softmax in float32. A row's arithmetic depends on
 // its own sequence, its position and block_n only: the result is batch invariant. Rows the mask leaves with no
 // key are zeros. Kernels: tensor cores (mma.sync m16n8k16, sm_80 and sm_90a) for float16 / bfloat16 at head
-// sizes 64, 128 and 256 with kv_dtype == dtype; otherwise a CUDA-core kernel (any head size up to 512, float32
-// computed in float32).
+// sizes 64, 128 and 256 with kv_dtype == dtype; otherwise a CUDA-core kernel (any head size, float32 computed
+// in float32).
 //
 // Plan, then run: reserve() allocates every buffer (device, pinned staging) for the limits; plan() builds the
 // block plan on the host and uploads it with the mask program and the score modifiers in one asynchronous copy;
@@ -35,8 +35,9 @@
 
 namespace pagoda {
 
-// The CUDA-core kernel's largest head size.
-constexpr int kFlexCudaMaxHeadSize = 512;
+// The largest head size whose query row the CUDA-core kernel keeps in registers; past it, the row sits in
+// shared memory (4 x head_size floats a CTA) and the output dimensions are split across CTAs.
+constexpr int kFlexCudaRegisterHeadSize = 512;
 
 struct FlexCudaParams {
   const void* q = nullptr;

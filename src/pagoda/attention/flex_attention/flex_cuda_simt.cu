@@ -1,7 +1,8 @@
-// FLEX_ATTENTION's CUDA-core kernel: any head size up to kFlexCudaMaxHeadSize, float32 / float16 / bfloat16
-// queries over a float32 / float16 / bfloat16 cache, all arithmetic in float32.
+// FLEX_ATTENTION's CUDA-core kernel: any head size, float32 / float16 / bfloat16 queries over a float32 /
+// float16 / bfloat16 cache, all arithmetic in float32.
 //
-// Each warp takes the CTA's rows one at a time (lane l owns dimensions l, l + 32, ...) and walks the row's
+// Each warp takes the CTA's rows one at a time (lane l owns dimensions l, l + 32, ...; past head size 512 the
+// query row sits in shared memory and CTAs along blockIdx.z split the output dimensions) and walks the row's
 // tile's key list in groups of at most 32 keys inside one key block: lane j evaluates the mask for key j of
 // the group (partial blocks only), a ballot gives the allowed keys, whose scores are dot products reduced
 // across the warp (a fixed butterfly), and one online-softmax update (natural exponent, as the CPU kernel)
@@ -33,9 +34,12 @@ __device__ __forceinline__ float load_kv(const void* base, size_t i, DType kv) {
   return 0.f;
 }
 
-// kJ: dimensions per lane (head_size <= 32 * kJ).
-template <typename T, int kJ>
+// kJ: output dimensions per lane. kWide = false: head_size <= 32 kJ, the query row in registers. kWide = true
+// (head sizes past kFlexCudaRegisterHeadSize): each warp's query row in shared memory (dynamic, 4 x head_size
+// floats), and blockIdx.z takes output dimensions [512 z, 512 z + 512); each z recomputes the row's scores.
+template <typename T, int kJ, bool kWide>
 __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a) {
+  extern __shared__ float q_rows[];  // kWide: [4][head_size]
   __shared__ FlexInstr code[kFlexMaxProgram];
   const FlexProgramView mask = stage_mask(a, code);
   __syncthreads();
@@ -50,16 +54,25 @@ __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a)
   const bool has_mod = !a.d.mod.empty();
   const size_t q_stride = p.q_stride > 0 ? size_t(p.q_stride) : size_t(p.num_q_heads) * hs;
 
+  const int d0 = kWide ? int(blockIdx.z) * 32 * kJ : 0;  // the CTA's first output dimension
+  float* qs = q_rows + size_t(warp) * hs;
+
   for (int r = warp; r < c.rows; r += kThreads / 32) {
     const int R = c.row_start + r, ti = R / G, h = kvh * G + R % G;
     const int tok = c.tok0 + ti;
     const int32_t qpos = c.pos0 + ti;
-    float q[kJ], acc[kJ];
+    const T* qrow = static_cast<const T*>(p.q) + size_t(tok) * q_stride + size_t(h) * hs;
+    float q[kWide ? 1 : kJ], acc[kJ];
 #pragma unroll
     for (int j = 0; j < kJ; ++j) {
       const int d = lane + 32 * j;
-      q[j] = d < hs ? to_f32(static_cast<const T*>(p.q)[size_t(tok) * q_stride + size_t(h) * hs + d]) : 0.f;
+      if constexpr (!kWide) q[j] = d < hs ? to_f32(qrow[d]) : 0.f;
       acc[j] = 0.f;
+    }
+    if constexpr (kWide) {
+      __syncwarp();  // the previous row's reads of qs are done
+      for (int d = lane; d < hs; d += 32) qs[d] = to_f32(qrow[d]);
+      __syncwarp();
     }
     float m = -INFINITY, l = 0.f;
     for (int ci = 0; ci < nchunks; ++ci) {
@@ -74,10 +87,14 @@ __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a)
         const int j = __ffs(int(b)) - 1;
         const size_t base = kv_slot(p, btab, ch.k0 + j, kvh);
         float dot = 0.f;
+        if constexpr (kWide) {
+          for (int d = lane; d < hs; d += 32) dot += qs[d] * load_kv(p.kv_cache, base + d, p.kv_dtype);
+        } else {
 #pragma unroll
-        for (int jj = 0; jj < kJ; ++jj) {
-          const int d = lane + 32 * jj;
-          if (d < hs) dot += q[jj] * load_kv(p.kv_cache, base + d, p.kv_dtype);
+          for (int jj = 0; jj < kJ; ++jj) {
+            const int d = lane + 32 * jj;
+            if (d < hs) dot += q[jj] * load_kv(p.kv_cache, base + d, p.kv_dtype);
+          }
         }
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
@@ -103,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a)
         const size_t base = kv_slot(p, btab, ch.k0 + j, kvh) + hs;
 #pragma unroll
         for (int jj = 0; jj < kJ; ++jj) {
-          const int d = lane + 32 * jj;
+          const int d = d0 + lane + 32 * jj;
           if (d < hs) acc[jj] += w * load_kv(p.kv_cache, base + d, p.kv_dtype);
         }
       }
@@ -113,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a)
     T* out = static_cast<T*>(p.out) + (size_t(tok) * p.num_q_heads + h) * hs;
 #pragma unroll
     for (int j = 0; j < kJ; ++j) {
-      const int d = lane + 32 * j;
+      const int d = d0 + lane + 32 * j;
       if (d < hs) out[d] = from_f32<T>(acc[j] * inv);
     }
   }
@@ -121,8 +138,23 @@ __global__ void __launch_bounds__(kThreads) flex_simt_kernel(const KernelArgs a)
 
 template <typename T>
 void launch_typed(const KernelArgs& a, dim3 grid, cudaStream_t stream) {
-  if (a.p.head_size <= 128) flex_simt_kernel<T, 4><<<grid, kThreads, 0, stream>>>(a);
-  else flex_simt_kernel<T, kFlexCudaMaxHeadSize / 32><<<grid, kThreads, 0, stream>>>(a);
+  constexpr int kWideJ = kFlexCudaRegisterHeadSize / 32;
+  const int hs = a.p.head_size;
+  if (hs <= 128) {
+    flex_simt_kernel<T, 4, false><<<grid, kThreads, 0, stream>>>(a);
+  } else if (hs <= kFlexCudaRegisterHeadSize) {
+    flex_simt_kernel<T, kWideJ, false><<<grid, kThreads, 0, stream>>>(a);
+  } else {
+    const size_t bytes = size_t(kThreads / 32) * hs * sizeof(float);
+    static int configured = 0;  // the dynamic shared-memory limit raised so far (48 KB without asking)
+    if (bytes > 48 * 1024 && int(bytes) > configured) {
+      PAGODA_CUDA_OK(cudaFuncSetAttribute(flex_simt_kernel<T, kWideJ, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(bytes)));
+      configured = int(bytes);
+    }
+    grid.z = unsigned((hs + kFlexCudaRegisterHeadSize - 1) / kFlexCudaRegisterHeadSize);
+    flex_simt_kernel<T, kWideJ, true><<<grid, kThreads, bytes, stream>>>(a);
+  }
   PAGODA_CUDA_OK(cudaGetLastError());
 }
 
