@@ -64,11 +64,13 @@ struct Case {
   DType kv_dtype = DType::kBF16;
   std::vector<Seq> seqs;
   int block_m = 64, block_n = 64;
+  int q_pad = 0;  // extra elements after each token's query row (q as a slice of a fused qkv row); % 8 == 0
   std::string str(const FlexMask& m) const {
     std::string s = str_cat("hd ", head_size, " bs ", block_size, " heads ", num_q_heads, "/", num_kv_heads, " ",
                             dtype_name(dtype), " kv ", dtype_name(kv_dtype), " tiles ", block_m, "/", block_n, " ",
                             m.str(), " seqs");
     for (const Seq& q : seqs) s += str_cat(" (", q.ctx, ",", q.q_len, ")");
+    if (q_pad > 0) s += str_cat(" q_pad ", q_pad);
     return s;
   }
 };
@@ -150,9 +152,14 @@ inline Step make_step(const Case& c, uint64_t seed) {
     st.q_lens.push_back(sq.q_len);
   }
   st.T = st.qsl.back();
-  // Device layouts: q in c.dtype; the cache in NHD [blocks, bs, nkv, 2 hd] of c.kv_dtype.
-  st.q_dev_bytes.resize(st.q.size() * dtype_size(c.dtype));
-  for (size_t i = 0; i < st.q.size(); ++i) store_from_f32(st.q_dev_bytes.data(), c.dtype, i, st.q[i]);
+  // Device layouts: q in c.dtype, token stride nq hd + q_pad (the padding NaN: never read); the cache in NHD
+  // [blocks, bs, nkv, 2 hd] of c.kv_dtype.
+  const size_t row = size_t(nq) * hd, stride = row + size_t(c.q_pad);
+  st.q_dev_bytes.resize(size_t(st.T) * stride * dtype_size(c.dtype));
+  for (size_t t = 0; t < size_t(st.T); ++t)
+    for (size_t i = 0; i < stride; ++i)
+      store_from_f32(st.q_dev_bytes.data(), c.dtype, t * stride + i,
+                     i < row ? st.q[t * row + i] : std::numeric_limits<float>::quiet_NaN());
   st.cache_nhd_bytes.resize(st.cache_hnd.size() * dtype_size(c.kv_dtype));
   for (int b = 0; b < st.num_blocks; ++b)
     for (int h = 0; h < nkv; ++h)
@@ -223,6 +230,7 @@ struct DeviceStep {
   FlexCudaParams params(const Step& st) const {
     FlexCudaParams p;
     p.q = q.p;
+    p.q_stride = st.c.q_pad > 0 ? int64_t(st.c.num_q_heads) * st.c.head_size + st.c.q_pad : 0;
     p.out = out.p;
     p.kv_cache = cache.p;
     p.dtype = st.c.dtype;

@@ -4,7 +4,7 @@
 // the house-style lengths (1, 7, 17, 97, 513, 4099) in batches that mix prefill, chunked prefill and decode,
 // GQA 1 / 4 / 8, cache blocks 16 and 32; batch invariance (a sequence alone and inside steps of 2, 7 and 33:
 // bitwise equal), a CUDA graph of a decode step replayed over growing contexts (against the oracle and bitwise
-// against the eager plan), and the runner.
+// against the eager plan), a query strided as in a fused qkv row, and the runner.
 #include "flex_attention_harness.h"
 
 #include "pagoda/attention/flex_attention/flex_attention_cuda_runner.h"
@@ -117,6 +117,15 @@ TEST(FlexAttentionCuda, Float32QueriesOver16BitCache) {
   for (DType kv : {DType::kBF16, DType::kF16})
     run_case({.head_size = 128, .block_size = 16, .num_q_heads = 8, .num_kv_heads = 2, .dtype = DType::kF32,
               .kv_dtype = kv, .seqs = mixed()}, FlexMask::causal());
+}
+
+// q as a slice of a fused qkv row (token stride past nq x hd), in both kernels.
+TEST(FlexAttentionCuda, StridedQuery) {
+  SKIP_WITHOUT_GPU();
+  for (int hd : {128, 80})
+    run_case({.head_size = hd, .block_size = 16, .num_q_heads = 8, .num_kv_heads = 2, .dtype = DType::kBF16,
+              .kv_dtype = DType::kBF16, .seqs = mixed(), .block_m = 64, .block_n = 64, .q_pad = 2 * 2 * hd},
+             FlexMask::causal() & FlexMask::sliding_window(40));
 }
 
 // The rows of sequence `s` of a step, as bytes.
