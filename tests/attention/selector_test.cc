@@ -335,14 +335,14 @@ TEST(Forced, InvalidStopsWithReasons) {
 
 TEST(Forced, NotBuiltInThisBinary) {
   Env s{.cc = {9, 0}};
-  s.attention.backend = BackendName::kFlexAttention;
+  s.attention.backend = BackendName::kFlashInfer;  // declared, never built
   auto o = run(s, {SelectorConfig{}}, BackendRegistry::builtin(false));
-  EXPECT_EQ(o.error, "Selected backend FLEX_ATTENTION is not valid for this configuration. Reason: ['not built in this binary']");
+  EXPECT_EQ(o.error, "Selected backend FLASHINFER is not valid for this configuration. Reason: ['not built in this binary']");
 }
 
-// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN, TRITON_ATTN and TURBOQUANT
-// are built (TURBOQUANT rejects an `auto` cache by its KV-cache dtypes) and the others are rejected as not
-// built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN needs >= 32). A CPU-only build has no CUDA
+// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION
+// and TURBOQUANT are built (TURBOQUANT rejects an `auto` cache by its KV-cache dtypes) and FLASHINFER is
+// rejected as not built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN needs >= 32). A CPU-only build has no CUDA
 // backend at all.
 TEST(Auto, ThisBinarysRegistry) {
   using B = BackendName;
@@ -355,11 +355,10 @@ TEST(Auto, ThisBinarysRegistry) {
   if (PAGODA_TEST_CUDA_BUILD) {
     EXPECT_EQ(o.selected, B::kFlashAttn);
     EXPECT_EQ(o.plan.flash_attn_version, 3);
-    EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kTritonAttn}));
+    EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kTritonAttn, B::kFlexAttention}));
     EXPECT_EQ(o.trace.rejected,
               (std::vector<std::pair<B, std::vector<std::string>>>{
                   {B::kFlashInfer, not_built},
-                  {B::kFlexAttention, not_built},
                   {B::kTurboQuant, {"kv_cache_dtype not supported"}}}));
     EXPECT_EQ(small.selected, B::kFlashAttn) << small.error;
     ASSERT_GE(small.trace.rejected.size(), 2u);

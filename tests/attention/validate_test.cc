@@ -201,10 +201,10 @@ TEST(Validate, CpuAttnForcedOnCuda) {
 TEST(Validate, NotBuiltInThisBinary) {
   BackendRegistry reg = BackendRegistry::builtin(false);
   EXPECT_TRUE(reg.built(BackendName::kCpuAttn));
-  EXPECT_FALSE(reg.built(BackendName::kFlexAttention));  // no kernels yet in any build
   EXPECT_FALSE(reg.built(BackendName::kFlashInfer));
-  // The CUDA builds hold the FLASH_ATTN, TRITON_ATTN and TURBOQUANT CUDA kernels.
+  // The CUDA builds hold the FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION and TURBOQUANT CUDA kernels.
   constexpr bool kCudaBuild = PAGODA_TEST_CUDA_BUILD;
+  EXPECT_EQ(reg.built(BackendName::kFlexAttention), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kFlashAttn), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kTritonAttn), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kTurboQuant), kCudaBuild);

@@ -1,9 +1,13 @@
 // FLEX_ATTENTION declaration (spec §3.5): score/mask-modifier attention with per-batch block masks. Its CPU
-// runner (flex_attention_cpu_runner.h) is in every build; no CUDA kernels yet, so kernels_built() stays false
-// and the selector refuses it on CUDA with `not built in this binary`.
+// runner (flex_attention_cpu_runner.h) is in every build; its CUDA runner (flex_attention_cuda_runner.h) in
+// CUDA builds, under PAGODA_BUILT_FLEX_ATTENTION, which kernels_built() reports (without it the selector
+// refuses FLEX_ATTENTION on CUDA with `not built in this binary`).
 #include "pagoda/attention/backends.h"
 #include "pagoda/attention/flex_attention/flex_attention_cpu_runner.h"
 #include "pagoda/core/error.h"
+#ifdef PAGODA_BUILT_FLEX_ATTENTION
+#include "pagoda/attention/flex_attention/flex_attention_cuda_runner.h"
+#endif
 
 namespace pagoda {
 namespace {
@@ -38,9 +42,16 @@ class FlexAttentionBackend final : public AttentionBackend {
             "CPU_ATTN only); its KV dtypes float32, bfloat16, float16"};
   }
 
+#ifdef PAGODA_BUILT_FLEX_ATTENTION
+  bool kernels_built() const override { return true; }
+#endif
   std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
     if (options.cpu) return make_flex_attention_cpu_runner(shape, options);
+#ifdef PAGODA_BUILT_FLEX_ATTENTION
+    return make_flex_attention_cuda_runner(shape, options);
+#else
     return AttentionBackend::make_runner(shape, options);  // the `not built in this binary` error
+#endif
   }
 
   KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,

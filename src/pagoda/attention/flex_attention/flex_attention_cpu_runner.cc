@@ -4,26 +4,20 @@
 
 #include "pagoda/attention/cpu_attn/cpu_attn_runner.h"
 #include "pagoda/attention/flex_attention/flex_cpu.h"
+#include "pagoda/attention/flex_attention/flex_layer.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 namespace {
 
-FlexMask mask_of(const LayerShape& s) {
-  if (s.causal) return s.sliding_window > 0 ? FlexMask::causal() & FlexMask::sliding_window(s.sliding_window) : FlexMask::causal();
-  return s.sliding_window > 0 ? FlexMask::sliding_window(s.sliding_window) : FlexMask::full();
-}
-
 class FlexAttentionCpuRunner final : public AttentionRunner {
  public:
   FlexAttentionCpuRunner(const LayerShape& shape, const RunnerOptions& options)
-      : shape_(shape), options_(options), mask_(mask_of(shape)) {
+      : shape_(shape), options_(options), mask_(flex_layer_mask(shape)) {
     mod_.softcap = shape.softcap;
-    // flex_attn_block_m / _n, else spec §6.5's defaults: 64/64, 16/16 under batch invariance. The CPU kernel
-    // is batch invariant with any (a row's reduction order depends on block_n and its own sequence only).
-    const int fallback = options.batch_invariant ? 16 : 64;
-    block_m_ = options.flex_block_m > 0 ? options.flex_block_m : fallback;
-    block_n_ = options.flex_block_n > 0 ? options.flex_block_n : fallback;
+    const FlexTiles t = flex_layer_tiles(options);
+    block_m_ = t.block_m;
+    block_n_ = t.block_n;
   }
 
   // Limits of zero (the CPU model runner's reserve({}): CPU runners allocate nothing ahead) let plan() grow the

@@ -161,6 +161,40 @@ FlexTile classify(const Node& n, int seq, int32_t q0, int32_t q1, int32_t k0, in
   return FlexTile::kPartial;
 }
 
+void compile(const Node& n, FlexProgram& p) {
+  switch (n.kind) {
+    case Kind::kFull: p.code.push_back({FlexOp::kFull, 0}); return;
+    case Kind::kCausal: p.code.push_back({FlexOp::kCausal, 0}); return;
+    case Kind::kWindow: p.code.push_back({FlexOp::kWindow, n.param}); return;
+    case Kind::kChunk: p.code.push_back({FlexOp::kChunk, n.param}); return;
+    case Kind::kSpans: {
+      const int32_t o = int32_t(p.data.size()), nseq = int32_t(n.spans.size());
+      p.data.push_back(nseq);
+      p.data.resize(p.data.size() + size_t(nseq) + 1);
+      for (int32_t s = 0; s <= nseq; ++s) {
+        p.data[size_t(o + 1 + s)] = int32_t(p.data.size());
+        if (s == nseq) break;
+        for (const FlexSpan& sp : n.spans[size_t(s)]) {
+          p.data.push_back(sp.begin);
+          p.data.push_back(sp.end);
+        }
+      }
+      p.code.push_back({FlexOp::kSpans, o});
+      return;
+    }
+    case Kind::kAnd:
+    case Kind::kOr:
+      compile(*n.a, p);
+      compile(*n.b, p);
+      p.code.push_back({n.kind == Kind::kAnd ? FlexOp::kAnd : FlexOp::kOr, 0});
+      return;
+    case Kind::kNot:
+      compile(*n.a, p);
+      p.code.push_back({FlexOp::kNot, 0});
+      return;
+  }
+}
+
 std::string str(const Node& n) {
   switch (n.kind) {
     case Kind::kFull: return "full";
@@ -264,6 +298,14 @@ void FlexMask::eval_row(int seq, int32_t q, int32_t k0, int n, uint8_t* out) con
 FlexTile FlexMask::classify(int seq, int32_t q0, int32_t q1, int32_t k0, int32_t k1) const {
   PAGODA_CHECK(q0 < q1 && k0 < k1, "flex mask: empty rectangle");
   return pagoda::classify(*node_, seq, q0, q1, k0, k1);
+}
+
+FlexProgram FlexMask::program() const {
+  FlexProgram p;
+  compile(*node_, p);
+  if (p.code.size() > size_t(kFlexMaxProgram))
+    throw_config_error("flex mask ", str(), ": ", p.code.size(), " operations, at most ", kFlexMaxProgram);
+  return p;
 }
 
 std::string FlexMask::str() const { return pagoda::str(*node_); }

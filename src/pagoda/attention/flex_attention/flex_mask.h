@@ -27,12 +27,23 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/attention/flex_attention/flex_program.h"
+
 namespace pagoda {
 
 enum class FlexTile : uint8_t { kEmpty, kPartial, kFull };
 
 struct FlexSpan {
   int32_t begin = 0, end = 0;  // positions [begin, end)
+};
+
+// A mask flattened for the kernels (flex_program.h): instructions and span tables, owned.
+struct FlexProgram {
+  std::vector<FlexInstr> code;
+  std::vector<int32_t> data;
+  FlexProgramView view() const { return {code.data(), int32_t(code.size()), data.data()}; }
+  // 32-bit words of code and data (the device staging unit).
+  size_t words() const { return 2 * code.size() + data.size(); }
 };
 
 // Most keys eval_row() takes at once.
@@ -58,6 +69,9 @@ class FlexMask {
   void eval_row(int seq, int32_t q, int32_t k0, int n, uint8_t* out) const;
   // Exact class of the rectangle; PRECOND: q0 < q1, k0 < k1.
   FlexTile classify(int seq, int32_t q0, int32_t q1, int32_t k0, int32_t k1) const;
+  // The mask as a postfix program whose flex_eval equals allows(); throws a config pagoda::Error past
+  // kFlexMaxProgram instructions.
+  FlexProgram program() const;
   // For tests and errors: "(causal & window(8)) | spans".
   std::string str() const;
 

@@ -21,6 +21,7 @@ void FlexBlockPlan::reserve(int max_tokens, int max_seqs, int max_model_len, int
   tiles_.assign(size_t(tiles), {});
   entries_.assign(size_t(tiles * blocks), 0);
   num_tiles_ = 0;
+  num_entries_ = 0;
 }
 
 void FlexBlockPlan::build(const FlexMask& mask, const int32_t* query_lens, const int32_t* seq_lens, int num_seqs) {
@@ -29,6 +30,7 @@ void FlexBlockPlan::build(const FlexMask& mask, const int32_t* query_lens, const
   for (int s = 0; s < num_seqs; ++s) tokens += query_lens[s];
   if (tokens > max_tokens_) throw_runtime_error("flex plan: ", tokens, " new tokens, reserved ", max_tokens_);
   num_tiles_ = 0;
+  num_entries_ = 0;
   num_full_ = num_partial_ = num_skipped_ = 0;
   int32_t t0 = 0, next = 0;
   for (int s = 0; s < num_seqs; ++s) {
@@ -58,6 +60,7 @@ void FlexBlockPlan::build(const FlexMask& mask, const int32_t* query_lens, const
     }
     t0 += q_len;
   }
+  num_entries_ = next;
 }
 
 }  // namespace pagoda

@@ -15,7 +15,7 @@
 
 namespace pagoda {
 
-struct FlexPlanTile {
+struct FlexPlanTile {  // plain data: uploaded as is (flex_cuda.h)
   int32_t seq = 0;
   int32_t t_begin = 0, t_end = 0;  // the tile's global query rows [t_begin, t_end)
   int32_t pos_begin = 0;           // the position of row t_begin in its sequence
@@ -41,6 +41,14 @@ class FlexBlockPlan {
   int32_t entry_block(int32_t e) const { return entries_[size_t(e)] >> 1; }
   bool entry_partial(int32_t e) const { return entries_[size_t(e)] & 1; }
 
+  // The raw arrays, for the upload to the device: tiles()[0 .. num_tiles()), entries()[0 .. num_entries())
+  // (block << 1 | partial); the most a step within the reserve can have of each.
+  const FlexPlanTile* tiles() const { return tiles_.data(); }
+  const int32_t* entries() const { return entries_.data(); }
+  int32_t num_entries() const { return num_entries_; }
+  size_t capacity_tiles() const { return tiles_.size(); }
+  size_t capacity_entries() const { return entries_.size(); }
+
   // The step's totals, for tests and logs.
   int64_t num_full() const { return num_full_; }
   int64_t num_partial() const { return num_partial_; }
@@ -52,6 +60,7 @@ class FlexBlockPlan {
   std::vector<FlexPlanTile> tiles_;  // capacity: every tile a step within the limits can have
   std::vector<int32_t> entries_;     // block << 1 | partial
   int num_tiles_ = 0;
+  int32_t num_entries_ = 0;
   int64_t num_full_ = 0, num_partial_ = 0, num_skipped_ = 0;
 };
 
