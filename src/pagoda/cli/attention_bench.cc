@@ -1,0 +1,552 @@
+// `pagoda bench attention`'s measurement (attention_bench.h): each candidate's runners over every layer's own
+// cache, filled once, checked against a float64 dense attention, then timed in interleaved rounds.
+//
+// Inputs are functions of (sequence slot, position) only, the same for every layer and candidate: the cache of
+// a slot is written once up to the longest context any step reads from it, and a step rewrites its new tokens'
+// keys and values with the same numbers, so every step of every round reads a cache in the same state and the
+// reference of a step needs only those functions.
+#include "pagoda/cli/attention_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "pagoda/attention/registry.h"
+#include "pagoda/core/error.h"
+#include "pagoda/core/strings.h"
+#include "pagoda/model/model_runner.h"
+#include "pagoda/ops/thread_pool.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BENCH_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define BENCH_MULTIVERSION
+#endif
+
+namespace pagoda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A counter-based uniform in [-sqrt(3), sqrt(3)) (variance 1): splitmix64 of (seed, stream, index).
+float input_value(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + index + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return float((double(z >> 11) * 0x1.0p-53 * 2.0 - 1.0) * std::sqrt(3.0));
+}
+enum Stream : uint64_t { kQ = 1, kK = 2, kV = 3, kFillQ = 4 };
+
+struct Dims {
+  int hq = 0, hkv = 0, d = 0;
+  int64_t q_row() const { return int64_t(hq) * d; }
+  int64_t kv_row() const { return int64_t(hkv) * d; }
+};
+
+// Key or value row (all KV heads) of `slot` at `pos`.
+void kv_row(uint64_t seed, Stream st, int slot, int pos, const Dims& dm, float* out) {
+  const uint64_t base = (uint64_t(slot) << 32 | uint64_t(pos)) * uint64_t(dm.kv_row());
+  for (int64_t i = 0; i < dm.kv_row(); ++i) out[i] = input_value(seed, st, base + uint64_t(i));
+}
+void q_row(uint64_t seed, int slot, int pos, const Dims& dm, float* out) {
+  const uint64_t base = (uint64_t(slot) << 32 | uint64_t(pos)) * uint64_t(dm.q_row());
+  for (int64_t i = 0; i < dm.q_row(); ++i) out[i] = input_value(seed, kQ, base + uint64_t(i));
+}
+
+// First key position query position `p` of a sequence of `seq_len` sees (causal, sliding window).
+int first_key(int p, int window) { return window > 0 ? std::max(0, p - window + 1) : 0; }
+
+// One step of the workload, independent of the candidate.
+struct StepData {
+  std::vector<int> slots;          // [seqs]
+  std::vector<int32_t> qsl;        // [seqs + 1]
+  std::vector<int32_t> seq_lens;   // [seqs]
+  std::vector<float> q, k, v;      // [tokens, heads, d]
+  std::vector<double> ref;         // [tokens, hq, d], float64 reference
+  int tokens = 0, seqs = 0;
+  double kv_tokens_read = 0;       // per layer: key positions some query of the step attends, summed over seqs
+  double pairs = 0;                // per layer: query-key pairs the mask keeps
+  double max_logit_product = 0, q_l1_scale = 0;
+  int max_context = 0;
+};
+
+// The full keys and values of every slot up to its fill length, [slot][pos][kv_row], for the fill and the
+// reference.
+struct SlotData {
+  std::vector<int> fill_len;
+  std::vector<std::vector<float>> k, v;
+  double max_abs_v = 0, max_k_norm = 0;
+};
+
+void reference(StepData& s, const SlotData& sd, const Dims& dm, double scale, int window, bool causal, float softcap) {
+  s.ref.assign(size_t(s.tokens) * size_t(dm.q_row()), 0.0);
+  const int group = dm.hq / dm.hkv;
+  std::vector<double> logits;
+  for (int i = 0; i < s.seqs; ++i) {
+    const int slot = s.slots[size_t(i)], len = s.seq_lens[size_t(i)];
+    const int q0 = s.qsl[size_t(i)], ql = s.qsl[size_t(i) + 1] - q0;
+    for (int t = 0; t < ql; ++t) {
+      const int p = len - ql + t;
+      const int lo = causal ? first_key(p, window) : 0, hi = causal ? p : len - 1;
+      for (int h = 0; h < dm.hq; ++h) {
+        const float* q = s.q.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
+        const int g = h / group;
+        logits.assign(size_t(hi - lo + 1), 0.0);
+        double m = -std::numeric_limits<double>::infinity();
+        for (int j = lo; j <= hi; ++j) {
+          const float* k = sd.k[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
+          double dot = 0;
+          for (int e = 0; e < dm.d; ++e) dot += double(q[e]) * double(k[e]);
+          dot *= scale;
+          if (softcap > 0) dot = double(softcap) * std::tanh(dot / double(softcap));
+          logits[size_t(j - lo)] = dot;
+          m = std::max(m, dot);
+        }
+        double sum = 0;
+        for (double& x : logits) sum += (x = std::exp(x - m));
+        double* out = s.ref.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
+        for (int j = lo; j <= hi; ++j) {
+          const float* v = sd.v[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
+          const double w = logits[size_t(j - lo)] / sum;
+          for (int e = 0; e < dm.d; ++e) out[e] += w * double(v[e]);
+        }
+      }
+    }
+  }
+}
+
+// A candidate's runners and caches.
+struct Built {
+  std::vector<AttentionGroup> groups;
+  std::vector<std::unique_ptr<AttentionRunner>> runners;
+  std::vector<int> layer_group;
+  std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> caches;  // per layer
+  int block_size = 0, blocks_per_slot = 0;
+  int64_t num_blocks = 0;
+  int acc_layer = 0;
+  std::vector<std::vector<int32_t>> block_tables;  // per step, [seqs, blocks_per_slot]
+  std::vector<std::vector<int64_t>> slot_mapping;  // per step, [tokens]
+};
+
+AttentionParams step_params(const Built& b, const StepData& s, size_t step, int layer, float* out) {
+  AttentionParams p;
+  p.layer = layer;
+  p.q = s.q.data();
+  p.out = out;
+  p.kv_cache = b.caches[size_t(layer)].get();
+  p.num_blocks = b.num_blocks;
+  p.k = s.k.data();
+  p.v = s.v.data();
+  p.slot_mapping = b.slot_mapping[step].data();
+  p.query_start_loc = s.qsl.data();
+  p.seq_lens = s.seq_lens.data();
+  p.block_tables = b.block_tables[step].data();
+  p.block_table_stride = b.blocks_per_slot;
+  p.num_tokens = s.tokens;
+  p.num_seqs = s.seqs;
+  return p;
+}
+
+// Writes every slot's keys and values up to its fill length into every layer's cache, through the runners'
+// own cache write: a step of one-token "sequences" whose slot_mapping names the positions to write (their
+// attention reads one cached token and is discarded).
+void fill_caches(Built& b, const SlotData& sd, const Dims& dm, uint64_t seed) {
+  constexpr int kChunk = 2048;
+  std::vector<float> q(size_t(kChunk) * size_t(dm.q_row())), out(q.size()), k, v;
+  for (size_t i = 0; i < q.size(); ++i) q[i] = input_value(seed, kFillQ, i);
+  std::vector<int32_t> qsl, lens, tables;
+  std::vector<int64_t> slots;
+  std::vector<std::pair<int, int>> todo;  // (slot, pos)
+  for (size_t s = 0; s < sd.fill_len.size(); ++s)
+    for (int p = 0; p < sd.fill_len[s]; ++p) todo.emplace_back(int(s), p);
+  for (size_t at = 0; at < todo.size(); at += kChunk) {
+    const int n = int(std::min<size_t>(kChunk, todo.size() - at));
+    k.resize(size_t(n) * size_t(dm.kv_row()));
+    v.resize(k.size());
+    qsl.assign(size_t(n) + 1, 0);
+    lens.assign(size_t(n), 1);
+    tables.resize(size_t(n));
+    slots.resize(size_t(n));
+    for (int i = 0; i < n; ++i) {
+      const auto [slot, pos] = todo[at + size_t(i)];
+      std::copy_n(sd.k[size_t(slot)].data() + size_t(pos) * size_t(dm.kv_row()), dm.kv_row(), k.data() + size_t(i) * size_t(dm.kv_row()));
+      std::copy_n(sd.v[size_t(slot)].data() + size_t(pos) * size_t(dm.kv_row()), dm.kv_row(), v.data() + size_t(i) * size_t(dm.kv_row()));
+      qsl[size_t(i) + 1] = i + 1;
+      const int block = slot * b.blocks_per_slot + pos / b.block_size;
+      tables[size_t(i)] = block;
+      slots[size_t(i)] = int64_t(block) * b.block_size + pos % b.block_size;
+    }
+    AttentionBatch batch{std::vector<int>(size_t(n), 1), std::vector<int>(size_t(n), 1)};
+    for (auto& r : b.runners) r->plan(batch, nullptr);
+    for (size_t l = 0; l < b.caches.size(); ++l) {
+      AttentionParams p;
+      p.layer = int(l);
+      p.q = q.data();
+      p.out = out.data();
+      p.kv_cache = b.caches[l].get();
+      p.num_blocks = b.num_blocks;
+      p.k = k.data();
+      p.v = v.data();
+      p.slot_mapping = slots.data();
+      p.query_start_loc = qsl.data();
+      p.seq_lens = lens.data();
+      p.block_tables = tables.data();
+      p.block_table_stride = 1;
+      p.num_tokens = n;
+      p.num_seqs = n;
+      b.runners[size_t(b.layer_group[l])]->run(p, nullptr);
+    }
+  }
+}
+
+// Read bandwidth: sums over a 256 MiB buffer split between the threads, best of 3 (bytes/s).
+BENCH_MULTIVERSION double sum_floats(const float* x, int64_t n) {
+  typedef float v8f __attribute__((vector_size(32)));
+  v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    v8f x0, x1, x2, x3;
+    std::memcpy(&x0, x + i, 32);
+    std::memcpy(&x1, x + i + 8, 32);
+    std::memcpy(&x2, x + i + 16, 32);
+    std::memcpy(&x3, x + i + 24, 32);
+    a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+  }
+  v8f a = (a0 + a1) + (a2 + a3);
+  double s = 0;
+  for (int j = 0; j < 8; ++j) s += double(a[j]);
+  for (; i < n; ++i) s += double(x[i]);
+  return s;
+}
+
+// Multiply-adds on 8-wide float vectors, 8 independent chains (the kernels' instruction set: AVX2 where the
+// CPU has it, without FMA contraction like them). Returns float operations per second of one thread.
+BENCH_MULTIVERSION double mul_add_loop(int64_t iters, float m, float c, float* sink) {
+  typedef float v8f __attribute__((vector_size(32)));
+  v8f acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = v8f{} + float(j) * 1e-3f;
+  const v8f vm = v8f{} + m, vc = v8f{} + c;
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 8; ++j) acc[j] = acc[j] * vm + vc;
+  float s = 0;
+  for (int j = 0; j < 8; ++j) s += acc[j][0];
+  *sink = s;
+  return double(iters) * 8 * 8 * 2;
+}
+
+BenchCeilings measure_ceilings(ThreadPool& pool) {
+  BenchCeilings c;
+  const int64_t n = (int64_t(256) << 20) / 4;
+  std::unique_ptr<float[]> buf(new float[size_t(n)]);
+  pool.parallel_for(n, 1 << 20, [&](int64_t a, int64_t b) { std::fill(buf.get() + a, buf.get() + b, 1.0f); });
+  const int T = pool.num_threads();
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<double> part(static_cast<size_t>(T));
+    const Clock::time_point t0 = Clock::now();
+    pool.parallel_for(T, 1, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) part[size_t(t)] = sum_floats(buf.get() + t * (n / T), n / T);
+    });
+    best = std::max(best, double(n / T * T) * 4 / seconds_since(t0));
+  }
+  c.bytes_per_s = best;
+  best = 0;
+  std::vector<float> sink(static_cast<size_t>(T));
+  for (int r = 0; r < 3; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    double flops = 0;
+    std::vector<double> part(static_cast<size_t>(T));
+    pool.parallel_for(T, 1, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) part[size_t(t)] = mul_add_loop(int64_t(1) << 22, 0.999f, 1e-3f, &sink[size_t(t)]);
+    });
+    for (double f : part) flops += f;
+    best = std::max(best, flops / seconds_since(t0));
+  }
+  c.flops_per_s = best;
+  char text[160];
+  std::snprintf(text, sizeof text, "read bandwidth %.1f GB/s, float multiply-add %.1f GFLOP/s (%d threads, measured in this run)",
+                c.bytes_per_s / 1e9, c.flops_per_s / 1e9, T);
+  c.describe = text;
+  return c;
+}
+
+}  // namespace
+
+BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<BenchCandidate>& cands,
+                                  const SelectCandidate& select, const BenchProgress& progress,
+                                  const BenchAttentionHooks* hooks) {
+  if (req.device.kind != DeviceKind::kCpu)
+    throw_runtime_error("pagoda bench attention times the CPU runners; on ", req.device.name,
+                        " timing inside a captured CUDA graph is not implemented yet: run it with --device cpu");
+  const ModelConfig& cfg = *req.model;
+  const Dims dm{cfg.num_heads, cfg.num_kv_heads, cfg.head_dim};
+  ThreadPool pool(req.threads);
+
+  // The steps' inputs and the slots' data.
+  const BenchWorkload& w = req.workload;
+  std::vector<StepData> steps(w.steps.size());
+  SlotData sd;
+  for (size_t k = 0; k < w.steps.size(); ++k) {
+    const BenchStep& bs = w.steps[k];
+    StepData& s = steps[k];
+    s.seqs = int(bs.batch.query_lens.size());
+    s.slots = bs.slots;
+    if (s.slots.empty())
+      for (int i = 0; i < s.seqs; ++i) s.slots.push_back(i);
+    s.qsl.push_back(0);
+    for (int i = 0; i < s.seqs; ++i) {
+      s.qsl.push_back(s.qsl.back() + bs.batch.query_lens[size_t(i)]);
+      s.seq_lens.push_back(bs.batch.seq_lens[size_t(i)]);
+      const int slot = s.slots[size_t(i)];
+      if (size_t(slot) >= sd.fill_len.size()) sd.fill_len.resize(size_t(slot) + 1, 0);
+      sd.fill_len[size_t(slot)] = std::max(sd.fill_len[size_t(slot)], s.seq_lens.back());
+      s.max_context = std::max(s.max_context, s.seq_lens.back());
+    }
+    s.tokens = s.qsl.back();
+  }
+  sd.k.resize(sd.fill_len.size());
+  sd.v.resize(sd.fill_len.size());
+  for (size_t slot = 0; slot < sd.fill_len.size(); ++slot) {
+    sd.k[slot].resize(size_t(sd.fill_len[slot]) * size_t(dm.kv_row()));
+    sd.v[slot].resize(sd.k[slot].size());
+    for (int p = 0; p < sd.fill_len[slot]; ++p) {
+      kv_row(req.seed, kK, int(slot), p, dm, sd.k[slot].data() + size_t(p) * size_t(dm.kv_row()));
+      kv_row(req.seed, kV, int(slot), p, dm, sd.v[slot].data() + size_t(p) * size_t(dm.kv_row()));
+    }
+    for (float x : sd.v[slot]) sd.max_abs_v = std::max(sd.max_abs_v, double(std::abs(x)));
+    for (size_t r = 0; r < sd.k[slot].size(); r += size_t(dm.d)) {
+      double n2 = 0;
+      for (int e = 0; e < dm.d; ++e) n2 += double(sd.k[slot][r + size_t(e)]) * sd.k[slot][r + size_t(e)];
+      sd.max_k_norm = std::max(sd.max_k_norm, std::sqrt(n2));
+    }
+  }
+  // The layer shape of the accuracy layer decides the reference's mask: every layer of the bench's models shares
+  // head count and size; the window and scale are those of layer 0 unless the candidate's own layer differs.
+  const LayerShape shape0 = model_layer_shape(cfg, 0, DType::kF32, DType::kF32, KvLayout::kHND, 16, true);
+  const double scale = shape0.scale > 0 ? shape0.scale : 1.0 / std::sqrt(double(dm.d));
+  for (size_t k = 0; k < steps.size(); ++k) {
+    StepData& s = steps[k];
+    s.q.resize(size_t(s.tokens) * size_t(dm.q_row()));
+    s.k.resize(size_t(s.tokens) * size_t(dm.kv_row()));
+    s.v.resize(s.k.size());
+    double max_q = 0;
+    for (int i = 0; i < s.seqs; ++i) {
+      const int q0 = s.qsl[size_t(i)], ql = s.qsl[size_t(i) + 1] - q0, len = s.seq_lens[size_t(i)];
+      for (int t = 0; t < ql; ++t) {
+        const int p = len - ql + t, slot = s.slots[size_t(i)];
+        float* q = s.q.data() + size_t(q0 + t) * size_t(dm.q_row());
+        q_row(req.seed, slot, p, dm, q);
+        std::copy_n(sd.k[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.k.data() + size_t(q0 + t) * size_t(dm.kv_row()));
+        std::copy_n(sd.v[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.v.data() + size_t(q0 + t) * size_t(dm.kv_row()));
+        for (int h = 0; h < dm.hq; ++h) {
+          double n2 = 0;
+          for (int e = 0; e < dm.d; ++e) n2 += double(q[h * dm.d + e]) * q[h * dm.d + e];
+          max_q = std::max(max_q, std::sqrt(n2));
+        }
+        const int lo = shape0.causal ? first_key(p, shape0.sliding_window) : 0;
+        s.pairs += double(shape0.causal ? p - lo + 1 : len);
+      }
+      const int first_p = len - ql;
+      s.kv_tokens_read += double(len - (shape0.causal ? first_key(first_p, shape0.sliding_window) : 0));
+    }
+    s.max_logit_product = scale * max_q * sd.max_k_norm;
+    s.q_l1_scale = scale * std::sqrt(double(dm.d)) * max_q;
+    reference(s, sd, dm, scale, shape0.sliding_window, shape0.causal, shape0.softcap);
+  }
+
+  int64_t done = 0, total = int64_t(cands.size()) * 2 + 2;
+  progress(++done, total, "ceilings");
+  BenchCeilings ceilings = measure_ceilings(pool);
+
+  // Select and build every candidate; check its accuracy.
+  std::vector<Built> built(cands.size());
+  for (size_t ci = 0; ci < cands.size(); ++ci) {
+    BenchCandidate& c = cands[ci];
+    Built& b = built[ci];
+    try {
+      const CandidateSelection sel = select(c);
+      c.plan_block_size = sel.block_size;
+      c.layout = sel.layout;
+      c.num_layers = cfg.num_layers;
+      // The candidate's layers: those of its KV cache dtype (TurboQuant boundary layers and skipped ones keep
+      // `auto` and run what the selector gives them); all of them must run the candidate's backend.
+      std::vector<bool> main(size_t(cfg.num_layers));
+      int num_main = 0;
+      for (int l = 0; l < cfg.num_layers; ++l) num_main += main[size_t(l)] = sel.layer_kv_cache_dtypes[size_t(l)] == sel.kv_cache_dtype;
+      if (num_main == 0) main.assign(size_t(cfg.num_layers), true), num_main = cfg.num_layers;
+      std::vector<std::string> chosen;
+      for (int l = 0; l < cfg.num_layers; ++l) {
+        if (!main[size_t(l)]) continue;
+        c.own_layers += sel.layer_backends[size_t(l)] == c.backend;
+        const std::string n(backend_name_str(sel.layer_backends[size_t(l)]));
+        if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(n);
+      }
+      if (c.own_layers < num_main)
+        c.reasons.push_back(str_cat("with these flags engine start runs ", join(chosen, ", "), " for the layers with a ",
+                                    sel.kv_cache_dtype, " cache", req.device.kind == DeviceKind::kCpu ?
+                                    " (the CPU's rule: CPU_ATTN; FLEX_ATTENTION when forced; TURBOQUANT for a "
+                                    "turboquant_* cache)" : ""));
+      if (!c.reasons.empty()) {
+        progress(done += 2, total, c.name() + " (not valid)");
+        continue;
+      }
+      BackendRegistry registry = BackendRegistry::builtin(false);
+      std::vector<std::shared_ptr<const AttentionBackend>> backends;
+      for (BackendName x : sel.layer_backends) backends.push_back(registry.shared(x));
+      RunnerOptions ro;
+      ro.cpu = true;
+      ro.batch_invariant = sel.batch_invariant;
+      ro.flash_attn_version = sel.flash_attn_version.value_or(2);
+      ro.flex_block_m = sel.attention.flex_attn_block_m.value_or(0);
+      ro.flex_block_n = sel.attention.flex_attn_block_n.value_or(0);
+      ro.num_threads = pool.num_threads();
+      ro.parallel_for = [&pool](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+        pool.parallel_for(n, grain, body);
+      };
+      b.groups = group_attention_layers(cfg, backends, DType::kF32, sel.layer_kv_cache_dtypes, sel.model_dtype, sel.layout,
+                                        sel.block_size, sel.causal, ro);
+      b.layer_group.assign(size_t(cfg.num_layers), 0);
+      std::vector<std::string> others;
+      for (size_t g = 0; g < b.groups.size(); ++g) {
+        b.runners.push_back(b.groups[g].backend->make_runner(b.groups[g].shape, ro));
+        for (int l : b.groups[g].layers) b.layer_group[size_t(l)] = int(g);
+        if (b.groups[g].backend->name() != c.backend)
+          others.push_back(str_cat(b.groups[g].layers.size(), " layers ", b.runners.back()->describe()));
+      }
+      b.acc_layer = -1;
+      for (int l = 0; l < cfg.num_layers && b.acc_layer < 0; ++l)
+        if (main[size_t(l)]) b.acc_layer = l;
+      c.runner = b.runners[size_t(b.layer_group[size_t(b.acc_layer)])]->describe();
+      if (!others.empty()) c.runner += " (" + join(others, ", ") + ")";
+      // Caches: one region of blocks per slot.
+      b.block_size = sel.block_size;
+      int longest = 1;
+      for (int f : sd.fill_len) longest = std::max(longest, f);
+      b.blocks_per_slot = (longest + b.block_size - 1) / b.block_size;
+      b.num_blocks = int64_t(b.blocks_per_slot) * int64_t(sd.fill_len.size());
+      int64_t block_bytes_all = 0;
+      for (int l = 0; l < cfg.num_layers; ++l) {
+        const int64_t bb = kv_block_bytes(b.groups[size_t(b.layer_group[size_t(l)])]);
+        block_bytes_all += bb;
+        void* p = std::calloc(size_t(b.num_blocks) * size_t(bb), 1);
+        if (!p) throw_runtime_error("cannot allocate the KV cache of layer ", l, " for ", c.name());
+        b.caches.emplace_back(static_cast<uint8_t*>(p), &std::free);
+      }
+      c.kv_bytes_per_token = block_bytes_all / b.block_size;
+      c.capacity_tokens = block_bytes_all > 0 ? int64_t(req.kv_budget_bytes / double(block_bytes_all)) * b.block_size : 0;
+      int max_tokens = 1, max_seqs = 1, max_len = 1;
+      for (const StepData& s : steps) {
+        max_tokens = std::max(max_tokens, s.tokens);
+        max_seqs = std::max(max_seqs, s.seqs);
+        max_len = std::max(max_len, s.max_context);
+      }
+      for (auto& r : b.runners) r->reserve({std::max(max_tokens, 2048), std::max(max_seqs, 2048), max_len, 0});
+      for (const StepData& s : steps) {
+        std::vector<int32_t> table(size_t(s.seqs) * size_t(b.blocks_per_slot));
+        for (int i = 0; i < s.seqs; ++i)
+          for (int j = 0; j < b.blocks_per_slot; ++j)
+            table[size_t(i) * size_t(b.blocks_per_slot) + size_t(j)] = s.slots[size_t(i)] * b.blocks_per_slot + j;
+        std::vector<int64_t> slots;
+        for (int i = 0; i < s.seqs; ++i) {
+          const int ql = s.qsl[size_t(i) + 1] - s.qsl[size_t(i)], len = s.seq_lens[size_t(i)];
+          for (int p = len - ql; p < len; ++p)
+            slots.push_back(int64_t(s.slots[size_t(i)] * b.blocks_per_slot + p / b.block_size) * b.block_size + p % b.block_size);
+        }
+        b.block_tables.push_back(std::move(table));
+        b.slot_mapping.push_back(std::move(slots));
+      }
+      fill_caches(b, sd, dm, req.seed);
+      // Accuracy: the candidate's first own layer on every step, output poisoned first.
+      const KvErrorModel em = kv_error_model(sel.layer_kv_cache_dtypes[size_t(b.acc_layer)],
+                                             b.groups[size_t(b.layer_group[size_t(b.acc_layer)])].shape.kv_dtype);
+      c.bound_text = em.text;
+      c.error = 0;
+      c.bound = 0;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const StepData& s = steps[k];
+        std::vector<float> out(size_t(s.tokens) * size_t(dm.q_row()), std::numeric_limits<float>::quiet_NaN());
+        AttentionBatch batch{w.steps[k].batch.query_lens, w.steps[k].batch.seq_lens};
+        for (auto& r : b.runners) r->plan(batch, nullptr);
+        b.runners[size_t(b.layer_group[size_t(b.acc_layer)])]->run(step_params(b, s, k, b.acc_layer, out.data()), nullptr);
+        if (hooks && hooks->corrupt_output) hooks->corrupt_output(c, out.data(), int64_t(out.size()));
+        double err = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double e = std::abs(double(out[i]) - s.ref[i]);
+          err = std::isfinite(e) ? std::max(err, e) : std::numeric_limits<double>::infinity();
+        }
+        c.error = std::max(c.error, err / sd.max_abs_v);
+        c.bound = std::max(c.bound, kv_error_bound(em, s.max_logit_product, s.q_l1_scale, s.max_context, dm.d));
+      }
+      // A bound of 2 or more says nothing (the trivial one): such a candidate is not checked, so not recommended.
+      c.checked = c.bound < 2.0;
+      c.accurate = c.checked && c.error <= c.bound;
+      // Bytes and operations of a step, averaged over the workload's steps.
+      for (const StepData& s : steps) {
+        for (int l = 0; l < cfg.num_layers; ++l) {
+          const double per_token = double(kv_block_bytes(b.groups[size_t(b.layer_group[size_t(l)])])) / b.block_size;
+          c.bytes_per_step += s.kv_tokens_read * per_token + double(s.tokens) * per_token +
+                              double(s.tokens) * 4.0 * double(2 * dm.q_row() + 2 * dm.kv_row());
+          c.flops_per_step += 4.0 * dm.d * dm.hq * s.pairs;
+        }
+      }
+      c.bytes_per_step /= double(steps.size());
+      c.flops_per_step /= double(steps.size());
+    } catch (const Error& e) {
+      c.reasons.push_back(e.what());
+      b = Built();
+    }
+    progress(done += 2, total, c.name());
+  }
+
+  // Timed rounds, interleaved, after one untimed round.
+  std::vector<size_t> live;
+  for (size_t ci = 0; ci < cands.size(); ++ci)
+    if (cands[ci].timed()) live.push_back(ci);
+  std::vector<float> out;
+  auto one_round = [&](size_t ci) {
+    Built& b = built[ci];
+    double total_s = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const StepData& s = steps[k];
+      out.resize(size_t(s.tokens) * size_t(dm.q_row()));
+      AttentionBatch batch{w.steps[k].batch.query_lens, w.steps[k].batch.seq_lens};
+      const Clock::time_point t0 = Clock::now();
+      for (auto& r : b.runners) r->plan(batch, nullptr);
+      for (int l = 0; l < cfg.num_layers; ++l)
+        b.runners[size_t(b.layer_group[size_t(l)])]->run(step_params(b, s, k, l, out.data()), nullptr);
+      total_s += seconds_since(t0);
+    }
+    return total_s / double(steps.size());
+  };
+  const Clock::time_point warm0 = Clock::now();
+  for (size_t ci : live) one_round(ci);
+  const double round_s = std::max(1e-6, seconds_since(warm0));
+  const int rounds = std::clamp(int(req.time_budget_s / round_s), req.min_rounds, req.max_rounds);
+  total = done + int64_t(rounds);
+  progress(++done, ++total, "warm-up");
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < live.size(); ++i) {
+      const size_t ci = live[(i + size_t(r)) % live.size()];
+      cands[ci].round_s.push_back(one_round(ci));
+    }
+    progress(++done, total, str_cat("round ", r + 1, "/", rounds));
+  }
+  for (size_t ci : live) {
+    std::vector<double> v = cands[ci].round_s;
+    std::sort(v.begin(), v.end());
+    auto at = [&](double f) { return v[std::min(v.size() - 1, size_t(f * double(v.size() - 1) + 0.5))]; };
+    cands[ci].median_s = at(0.5);
+    cands[ci].q1_s = at(0.25);
+    cands[ci].q3_s = at(0.75);
+  }
+  return ceilings;
+}
+
+}  // namespace pagoda
