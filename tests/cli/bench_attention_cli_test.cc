@@ -250,6 +250,15 @@ TEST(BenchAttentionCli, ServeTraceWorkload) {
   fs::remove(json);
 }
 
+TEST(BenchAttentionCli, BadOptionsAreConfigErrors) {
+  for (const char* args : {"--kv-cache-dtype auto,bogus", "--workload serve-trace", "--backends CPU_ATTN,NOPE",
+                           "--block-size 16,x", "--workload serve-trace /nonexistent/trace.json"}) {
+    auto r = run_pagoda(std::string("bench attention --device cpu ") + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("ERROR")) << args;
+  }
+}
+
 TEST(BenchAttention, TraceWorkloadReconstructsDecodeContexts) {
   // One request: prompt 100, 11 tokens from t = 1 (first token) to t = 2 (end); at t = 1.5 it has produced 6.
   std::vector<TraceRequest> t = {{0.0, 1.0, 2.0, 100, 11}};

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 
 #include "pagoda/attention/registry.h"
@@ -63,30 +64,58 @@ void q_row(uint64_t seed, int slot, int pos, const Dims& dm, float* out) {
 // First key position query position `p` of a sequence of `seq_len` sees (causal, sliding window).
 int first_key(int p, int window) { return window > 0 ? std::max(0, p - window + 1) : 0; }
 
+// The float64 attention of a step, and per output row (token, query head) what its error bound needs.
+struct Reference {
+  std::vector<double> out;       // [tokens, hq, d]
+  std::vector<RowFacts> rows;    // [tokens, hq]
+};
+
 // One step of the workload, independent of the candidate.
 struct StepData {
   std::vector<int> slots;          // [seqs]
   std::vector<int32_t> qsl;        // [seqs + 1]
   std::vector<int32_t> seq_lens;   // [seqs]
   std::vector<float> q, k, v;      // [tokens, heads, d]
-  std::vector<double> ref;         // [tokens, hq, d], float64 reference
+  // Float64 references ([tokens, hq, d]) by the mask's (window, causal), made when a candidate needs one.
+  std::map<std::pair<int, bool>, Reference> refs;
   int tokens = 0, seqs = 0;
-  double kv_tokens_read = 0;       // per layer: key positions some query of the step attends, summed over seqs
-  double pairs = 0;                // per layer: query-key pairs the mask keeps
-  double max_logit_product = 0, q_l1_scale = 0;
   int max_context = 0;
 };
+
+// What one layer of a step does under a mask: key positions some query of a sequence attends (summed over the
+// sequences: the keys a kernel must read) and query-key pairs kept (the multiply-adds).
+struct StepWork {
+  double kv_tokens_read = 0, pairs = 0;
+};
+StepWork step_work(const StepData& s, int window, bool causal) {
+  StepWork w;
+  for (int i = 0; i < s.seqs; ++i) {
+    const int ql = s.qsl[size_t(i) + 1] - s.qsl[size_t(i)], len = s.seq_lens[size_t(i)];
+    for (int p = len - ql; p < len; ++p) w.pairs += double(causal ? p - first_key(p, window) + 1 : len);
+    w.kv_tokens_read += double(len - (causal ? first_key(len - ql, window) : 0));
+  }
+  return w;
+}
 
 // The full keys and values of every slot up to its fill length, [slot][pos][kv_row], for the fill and the
 // reference.
 struct SlotData {
   std::vector<int> fill_len;
   std::vector<std::vector<float>> k, v;
-  double max_abs_v = 0, max_k_norm = 0;
 };
 
-void reference(StepData& s, const SlotData& sd, const Dims& dm, double scale, int window, bool causal, float softcap) {
-  s.ref.assign(size_t(s.tokens) * size_t(dm.q_row()), 0.0);
+double layer_scale(const LayerShape& sh) { return sh.scale > 0 ? double(sh.scale) : 1.0 / std::sqrt(double(sh.head_size)); }
+
+const Reference& reference(StepData& s, const SlotData& sd, const Dims& dm, const LayerShape& sh) {
+  const int window = sh.sliding_window;
+  const bool causal = sh.causal;
+  const double scale = layer_scale(sh);
+  const float softcap = sh.softcap;
+  auto [it, fresh] = s.refs.try_emplace({window, causal});
+  Reference& r = it->second;
+  if (!fresh) return r;
+  r.out.assign(size_t(s.tokens) * size_t(dm.q_row()), 0.0);
+  r.rows.assign(size_t(s.tokens) * size_t(dm.hq), RowFacts{});
   const int group = dm.hq / dm.hkv;
   std::vector<double> logits;
   for (int i = 0; i < s.seqs; ++i) {
@@ -100,10 +129,24 @@ void reference(StepData& s, const SlotData& sd, const Dims& dm, double scale, in
         const int g = h / group;
         logits.assign(size_t(hi - lo + 1), 0.0);
         double m = -std::numeric_limits<double>::infinity();
+        RowFacts& f = r.rows[size_t(q0 + t) * size_t(dm.hq) + size_t(h)];
+        double q_l1 = 0, q_l2 = 0;
+        for (int e = 0; e < dm.d; ++e) q_l1 += std::abs(double(q[e])), q_l2 += double(q[e]) * q[e];
+        f.q_l1 = scale * q_l1;
+        f.q_l1_any_basis = scale * std::sqrt(double(dm.d) * q_l2);
+        f.context = hi - lo + 1;
         for (int j = lo; j <= hi; ++j) {
           const float* k = sd.k[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
-          double dot = 0;
-          for (int e = 0; e < dm.d; ++e) dot += double(q[e]) * double(k[e]);
+          const float* v = sd.v[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
+          double dot = 0, abs_dot = 0, k_l2 = 0;
+          for (int e = 0; e < dm.d; ++e) {
+            dot += double(q[e]) * double(k[e]);
+            abs_dot += std::abs(double(q[e]) * double(k[e]));
+            k_l2 += double(k[e]) * k[e];
+            f.max_abs_v = std::max(f.max_abs_v, std::abs(double(v[e])));
+          }
+          f.logit_abs = std::max(f.logit_abs, scale * abs_dot);
+          f.logit_any_basis = std::max(f.logit_any_basis, scale * std::sqrt(q_l2 * k_l2));
           dot *= scale;
           if (softcap > 0) dot = double(softcap) * std::tanh(dot / double(softcap));
           logits[size_t(j - lo)] = dot;
@@ -111,7 +154,7 @@ void reference(StepData& s, const SlotData& sd, const Dims& dm, double scale, in
         }
         double sum = 0;
         for (double& x : logits) sum += (x = std::exp(x - m));
-        double* out = s.ref.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
+        double* out = r.out.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
         for (int j = lo; j <= hi; ++j) {
           const float* v = sd.v[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
           const double w = logits[size_t(j - lo)] / sum;
@@ -120,6 +163,7 @@ void reference(StepData& s, const SlotData& sd, const Dims& dm, double scale, in
       }
     }
   }
+  return r;
 }
 
 // A candidate's runners and caches.
@@ -320,23 +364,12 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
       kv_row(req.seed, kK, int(slot), p, dm, sd.k[slot].data() + size_t(p) * size_t(dm.kv_row()));
       kv_row(req.seed, kV, int(slot), p, dm, sd.v[slot].data() + size_t(p) * size_t(dm.kv_row()));
     }
-    for (float x : sd.v[slot]) sd.max_abs_v = std::max(sd.max_abs_v, double(std::abs(x)));
-    for (size_t r = 0; r < sd.k[slot].size(); r += size_t(dm.d)) {
-      double n2 = 0;
-      for (int e = 0; e < dm.d; ++e) n2 += double(sd.k[slot][r + size_t(e)]) * sd.k[slot][r + size_t(e)];
-      sd.max_k_norm = std::max(sd.max_k_norm, std::sqrt(n2));
-    }
   }
-  // The layer shape of the accuracy layer decides the reference's mask: every layer of the bench's models shares
-  // head count and size; the window and scale are those of layer 0 unless the candidate's own layer differs.
-  const LayerShape shape0 = model_layer_shape(cfg, 0, DType::kF32, DType::kF32, KvLayout::kHND, 16, true);
-  const double scale = shape0.scale > 0 ? shape0.scale : 1.0 / std::sqrt(double(dm.d));
   for (size_t k = 0; k < steps.size(); ++k) {
     StepData& s = steps[k];
     s.q.resize(size_t(s.tokens) * size_t(dm.q_row()));
     s.k.resize(size_t(s.tokens) * size_t(dm.kv_row()));
     s.v.resize(s.k.size());
-    double max_q = 0;
     for (int i = 0; i < s.seqs; ++i) {
       const int q0 = s.qsl[size_t(i)], ql = s.qsl[size_t(i) + 1] - q0, len = s.seq_lens[size_t(i)];
       for (int t = 0; t < ql; ++t) {
@@ -345,20 +378,8 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
         q_row(req.seed, slot, p, dm, q);
         std::copy_n(sd.k[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.k.data() + size_t(q0 + t) * size_t(dm.kv_row()));
         std::copy_n(sd.v[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.v.data() + size_t(q0 + t) * size_t(dm.kv_row()));
-        for (int h = 0; h < dm.hq; ++h) {
-          double n2 = 0;
-          for (int e = 0; e < dm.d; ++e) n2 += double(q[h * dm.d + e]) * q[h * dm.d + e];
-          max_q = std::max(max_q, std::sqrt(n2));
-        }
-        const int lo = shape0.causal ? first_key(p, shape0.sliding_window) : 0;
-        s.pairs += double(shape0.causal ? p - lo + 1 : len);
       }
-      const int first_p = len - ql;
-      s.kv_tokens_read += double(len - (shape0.causal ? first_key(first_p, shape0.sliding_window) : 0));
     }
-    s.max_logit_product = scale * max_q * sd.max_k_norm;
-    s.q_l1_scale = scale * std::sqrt(double(dm.d)) * max_q;
-    reference(s, sd, dm, scale, shape0.sliding_window, shape0.causal, shape0.softcap);
   }
 
   int64_t done = 0, total = int64_t(cands.size()) * 2 + 2;
@@ -464,36 +485,52 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
       }
       fill_caches(b, sd, dm, req.seed);
       // Accuracy: the candidate's first own layer on every step, output poisoned first.
-      const KvErrorModel em = kv_error_model(sel.layer_kv_cache_dtypes[size_t(b.acc_layer)],
-                                             b.groups[size_t(b.layer_group[size_t(b.acc_layer)])].shape.kv_dtype);
+      const LayerShape& ash = b.groups[size_t(b.layer_group[size_t(b.acc_layer)])].shape;
+      const KvErrorModel em = kv_error_model(sel.layer_kv_cache_dtypes[size_t(b.acc_layer)], ash.kv_dtype);
       c.bound_text = em.text;
       c.error = 0;
       c.bound = 0;
+      double worst_ratio = -1, worst_bound = 0;
       for (size_t k = 0; k < steps.size(); ++k) {
-        const StepData& s = steps[k];
+        StepData& s = steps[k];
+        const Reference& ref = reference(s, sd, dm, ash);
         std::vector<float> out(size_t(s.tokens) * size_t(dm.q_row()), std::numeric_limits<float>::quiet_NaN());
         AttentionBatch batch{w.steps[k].batch.query_lens, w.steps[k].batch.seq_lens};
         for (auto& r : b.runners) r->plan(batch, nullptr);
         b.runners[size_t(b.layer_group[size_t(b.acc_layer)])]->run(step_params(b, s, k, b.acc_layer, out.data()), nullptr);
         if (hooks && hooks->corrupt_output) hooks->corrupt_output(c, out.data(), int64_t(out.size()));
-        double err = 0;
-        for (size_t i = 0; i < out.size(); ++i) {
-          const double e = std::abs(double(out[i]) - s.ref[i]);
-          err = std::isfinite(e) ? std::max(err, e) : std::numeric_limits<double>::infinity();
+        // Per output row: its error and bound, both relative to the largest |value| the row attends; the
+        // candidate shows the row closest to (or furthest past) its bound, and the largest bound of all rows.
+        for (size_t row = 0; row < ref.rows.size(); ++row) {
+          const RowFacts& f = ref.rows[row];
+          double err = 0;
+          for (int e = 0; e < dm.d; ++e) {
+            const size_t i = row * size_t(dm.d) + size_t(e);
+            const double x = std::abs(double(out[i]) - ref.out[i]);
+            err = std::isfinite(x) ? std::max(err, x) : std::numeric_limits<double>::infinity();
+          }
+          err /= f.max_abs_v;
+          const double bound = kv_error_bound(em, f, dm.d);
+          worst_bound = std::max(worst_bound, bound);
+          if (!(err / bound <= worst_ratio)) {
+            worst_ratio = err / bound;
+            c.error = err;
+            c.bound = bound;
+          }
         }
-        c.error = std::max(c.error, err / sd.max_abs_v);
-        c.bound = std::max(c.bound, kv_error_bound(em, s.max_logit_product, s.q_l1_scale, s.max_context, dm.d));
       }
       // A bound of 2 or more says nothing (the trivial one): such a candidate is not checked, so not recommended.
-      c.checked = c.bound < 2.0;
-      c.accurate = c.checked && c.error <= c.bound;
+      c.checked = worst_bound < 2.0;
+      c.accurate = c.checked && worst_ratio <= 1.0;
       // Bytes and operations of a step, averaged over the workload's steps.
       for (const StepData& s : steps) {
         for (int l = 0; l < cfg.num_layers; ++l) {
-          const double per_token = double(kv_block_bytes(b.groups[size_t(b.layer_group[size_t(l)])])) / b.block_size;
-          c.bytes_per_step += s.kv_tokens_read * per_token + double(s.tokens) * per_token +
+          const AttentionGroup& g = b.groups[size_t(b.layer_group[size_t(l)])];
+          const double per_token = double(kv_block_bytes(g)) / b.block_size;
+          const StepWork sw = step_work(s, g.shape.sliding_window, g.shape.causal);
+          c.bytes_per_step += sw.kv_tokens_read * per_token + double(s.tokens) * per_token +
                               double(s.tokens) * 4.0 * double(2 * dm.q_row() + 2 * dm.kv_row());
-          c.flops_per_step += 4.0 * dm.d * dm.hq * s.pairs;
+          c.flops_per_step += 4.0 * dm.d * dm.hq * sw.pairs;
         }
       }
       c.bytes_per_step /= double(steps.size());
@@ -528,7 +565,7 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
   const Clock::time_point warm0 = Clock::now();
   for (size_t ci : live) one_round(ci);
   const double round_s = std::max(1e-6, seconds_since(warm0));
-  const int rounds = std::clamp(int(req.time_budget_s / round_s), req.min_rounds, req.max_rounds);
+  const int rounds = live.empty() ? 0 : int(std::clamp(req.time_budget_s / round_s, double(req.min_rounds), double(req.max_rounds)));
   total = done + int64_t(rounds);
   progress(++done, ++total, "warm-up");
   for (int r = 0; r < rounds; ++r) {

@@ -53,23 +53,34 @@ struct TraceRequest {
 // with no request in flight are skipped; throws a config error when the trace holds no request.
 BenchWorkload trace_workload(const std::vector<TraceRequest>& trace, int num_steps);
 
-// What accuracy a KV cache format allows: the output's error against a float64 attention over the unrounded
-// inputs, relative to the largest |value|, from the format's rounding of keys (u_k, relative to each element;
-// a_k absolute) and values (u_v relative to the largest |value|), the float32 arithmetic of the kernels, and
-// the inputs' largest logit magnitude S = max scale |q| |k|:
-//   logit error  d = u_k S + a_k scale |q|_1 + (head_size + 8) 2^-24 S
-//   output error <= (exp(2 d) - 1)(1 + u_v) + u_v + (context + head_size + 16) 2^-23
-// (a softmax whose logits move by at most d moves each probability by a factor within exp(+-2 d); the output
-// is a convex combination of values). Formats with no useful worst case (TurboQuant's 3- and 4-bit keys) get
-// the trivial bound 2 + u_v: the output and the reference both lie within the values' range.
+// What accuracy a KV cache format allows. One output row (a token's query head) against a float64 attention over
+// the unrounded inputs, relative to the largest |value| V the row attends: keys rounded with relative error u_k
+// per element (a_k absolute) move the row's logit of key j by at most u_k L_j + a_k Q (+ float32 terms), with
+// L_j = scale sum_e |q_e k_je| and Q = scale |q|_1; a softmax whose logits move by at most d moves each weight
+// by a factor within exp(+-2 d); values rounded by u_v V + a_v add at most that. So
+//   d     = u_k max_j L_j + a_k Q + (head_size + 8) 2^-24 max_j L_j + 2^-21
+//   error <= exp(2 d) - 1 + u_v + a_v / V + (context + head_size + 16) 2^-23
+// Formats that round in a rotated basis (TurboQuant's FP8 keys) use the basis-free L_j <= scale |q| |k_j| and
+// Q <= scale sqrt(head_size) |q|. TurboQuant's 3- and 4-bit keys (Lloyd-Max codes) have no worst case below the
+// trivial bound 2 + u_v: the output and the reference both lie within the values' range.
 struct KvErrorModel {
-  double u_k = 0, a_k = 0, u_v = 0;
+  double u_k = 0, a_k = 0, u_v = 0, a_v = 0;
+  bool rotated = false;  // L and Q in any basis
   bool trivial = false;
   std::string text;  // "bfloat16 keys and values: u = 2^-8"
 };
 KvErrorModel kv_error_model(const std::string& kv_cache_dtype, DType element_dtype);
-double kv_error_bound(const KvErrorModel& m, double max_logit_product, double q_l1_scale, int max_context,
-                      int head_size);
+
+// What a row's bound needs from its inputs (the reference computes it).
+struct RowFacts {
+  double logit_abs = 0;        // max_j scale sum_e |q_e k_je|
+  double logit_any_basis = 0;  // max_j scale |q| |k_j|
+  double q_l1 = 0;             // scale |q|_1
+  double q_l1_any_basis = 0;   // scale sqrt(head_size) |q|
+  double max_abs_v = 0;        // V
+  int context = 0;             // keys the row attends
+};
+double kv_error_bound(const KvErrorModel& m, const RowFacts& row, int head_size);
 
 // A backend with the settings that distinguish it, and the engine flags that select it.
 struct BenchCandidate {
@@ -91,9 +102,9 @@ struct BenchCandidate {
   std::vector<double> round_s;            // mean seconds per step, one per timed round
   double median_s = 0, q1_s = 0, q3_s = 0;
   double bytes_per_step = 0, flops_per_step = 0;
-  double error = 0, bound = 0;            // relative to the largest |value|
+  double error = 0, bound = 0;            // of the row nearest its bound, relative to its largest |value|
   std::string bound_text;
-  bool checked = false;   // the bound is below the trivial 2 (else the check says nothing)
+  bool checked = false;   // every row's bound is below the trivial 2 (else the check says nothing)
   bool accurate = false;  // checked and error <= bound: may be recommended
   bool timed() const { return reasons.empty(); }
   std::string name() const;  // "CPU_ATTN kv=auto", "FLASH_ATTN kv=fp8 block=32 fa=3"
@@ -147,7 +158,9 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
                                   const SelectCandidate& select, const BenchProgress& progress,
                                   const BenchAttentionHooks* hooks);
 
-// The fastest accurate timed candidate, or -1 (unchecked ones, whose bound is the trivial one, never).
+// The fastest accurate timed candidate, or -1 (unchecked ones, whose bound is the trivial one, never); engine
+// start's choice instead when it is accurate and its first quartile is at or below the fastest's third quartile
+// (the rounds do not tell them apart, and it needs no flag).
 int recommended_candidate(const std::vector<BenchCandidate>& candidates);
 
 // The command with the test-only hook (bench_attention_cmd.cc); run_bench_attention passes none.

@@ -107,6 +107,7 @@ KvErrorModel kv_error_model(const std::string& kv_cache_dtype, DType element) {
     if (p->key_bits == 8) {  // FP8 E4M3 of the rotated key: relative 2^-4, absolute 2^-10 (half the subnormal step)
       m.u_k = std::ldexp(1.0, -4);
       m.a_k = std::ldexp(1.0, -10);
+      m.rotated = true;
       m.text = str_cat(kv_cache_dtype, ": keys FP8 E4M3 (u = 2^-4), values ", p->value_bits, "-bit min-max (u_v = 1/",
                        (1 << p->value_bits) - 1, ")");
     } else {  // a Lloyd-Max code of a rotated coordinate has no worst case below the trivial one
@@ -130,19 +131,19 @@ KvErrorModel kv_error_model(const std::string& kv_cache_dtype, DType element) {
       m.text = str_cat(kv_cache_dtype, ": no error model; trivial bound");
       return m;
   }
-  m.u_k = u;
-  m.a_k = a;
-  m.u_v = u + a;  // the values are normalised by max|v| >= 1 in the bench's inputs (see run_attention_bench)
+  m.u_k = m.u_v = u;
+  m.a_k = m.a_v = a;
   const int e = -int(std::lround(std::log2(u)));
   m.text = str_cat(kv_cache_dtype == name ? name : kv_cache_dtype + " (" + name + ")", " keys and values: u = 2^-", e);
   return m;
 }
 
-double kv_error_bound(const KvErrorModel& m, double max_logit_product, double q_l1_scale, int max_context, int head_size) {
-  if (m.trivial) return 2.0 + m.u_v;
-  const double d = m.u_k * max_logit_product + m.a_k * q_l1_scale +
-                   double(head_size + 8) * std::ldexp(1.0, -24) * max_logit_product + std::ldexp(1.0, -21);
-  return std::expm1(2.0 * d) + m.u_v + double(max_context + head_size + 16) * std::ldexp(1.0, -23);
+double kv_error_bound(const KvErrorModel& m, const RowFacts& r, int head_size) {
+  const double v_term = m.u_v + (r.max_abs_v > 0 ? m.a_v / r.max_abs_v : 0.0);
+  if (m.trivial) return 2.0 + v_term;
+  const double L = m.rotated ? r.logit_any_basis : r.logit_abs, Q = m.rotated ? r.q_l1_any_basis : r.q_l1;
+  const double d = m.u_k * L + m.a_k * Q + double(head_size + 8) * std::ldexp(1.0, -24) * L + std::ldexp(1.0, -21);
+  return std::expm1(2.0 * d) + v_term + double(r.context + head_size + 16) * std::ldexp(1.0, -23);
 }
 
 std::string BenchCandidate::name() const {
@@ -159,6 +160,10 @@ int recommended_candidate(const std::vector<BenchCandidate>& cs) {
     if (!c.timed() || !c.accurate || c.median_s <= 0) continue;
     if (best < 0 || c.median_s < cs[size_t(best)].median_s) best = int(i);
   }
+  // Engine start's choice, when accurate and not told apart from the fastest by the rounds (its first quartile
+  // at or below the fastest's third), needs no flag: it is the recommendation then.
+  for (size_t i = 0; best >= 0 && i < cs.size(); ++i)
+    if (cs[i].automatic && cs[i].timed() && cs[i].accurate && cs[i].q1_s <= cs[size_t(best)].q3_s) return int(i);
   return best;
 }
 

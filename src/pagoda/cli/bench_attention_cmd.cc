@@ -184,7 +184,7 @@ int run_bench_attention_hooked(const std::vector<std::string>& raw_in, const Ben
               [&] { return std::to_string(o.prompt); }, {}});
   parser.add({"--time-budget", {}, "S", "Seconds of timed rounds for all candidates together (at least 3 rounds).",
               "bench attention", [&](const std::string& v) { o.time_budget_s = parse_float_arg("--time-budget", v); },
-              [&] { return std::to_string(o.time_budget_s); }, {}});
+              [&] { return fmt("%g", o.time_budget_s); }, {}});
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "bench attention",
               [&](const std::string& v) { o.json_out = v; }, {}, {}});
   parser.add({"--plot", {}, "FILE.png", "Also draw the times as a PNG bar chart.", "bench attention",
@@ -194,6 +194,10 @@ int run_bench_attention_hooked(const std::vector<std::string>& raw_in, const Ben
     throw_config_error("--batch-size, --context-len, --prompt-len and --trace-steps must be >= 1, --time-budget >= 0");
   if (o.workload == "serve-trace" && o.trace_file.empty())
     throw_config_error("--workload serve-trace needs the trace file: --workload serve-trace FILE");
+  for (const std::string& d : dtypes)
+    if (std::find(kv_cache_dtype_choices().begin(), kv_cache_dtype_choices().end(), d) == kv_cache_dtype_choices().end())
+      throw_config_error("--kv-cache-dtype: '", d, "' is not a KV cache dtype (", join(kv_cache_dtype_choices(), ", "), ")");
+  if (dtypes.empty()) throw_config_error("--kv-cache-dtype: give at least one dtype");
   for (int b : o.block_sizes)
     if (b < 1 || b > kMaxBlockSize) throw_config_error("--block-size must be between 1 and ", kMaxBlockSize, ", got ", b);
   const ValidatedArgs base_v = validate_engine_command(args);
@@ -345,16 +349,17 @@ int run_bench_attention_hooked(const std::vector<std::string>& raw_in, const Ben
                 c.bytes_per_step / c.median_s / 1e9, c.flops_per_step / c.median_s / 1e9, pct_ceiling(c),
                 (fmt("%.2e", c.error) + " / " + fmt("%.2e", c.bound)).c_str(), (long long)c.capacity_tokens, c.runner.c_str());
   }
-  std::printf("\n* engine start's choice. Error: max |out - float64 attention| / max |value| on the first layer a candidate "
-              "runs, over every step; bound from the KV format's rounding:\n");
+  std::printf("\n* engine start's choice. ERROR / BOUND: the output row (token, query head) nearest its bound, on the first "
+              "layer a candidate runs, over every step: max |out - float64 attention| and the row's bound from the KV "
+              "format's rounding, both relative to the largest |value| the row attends (docs/benchmarks.md):\n");
   std::vector<std::string> seen;
   for (const BenchCandidate& c : cands)
     if (c.timed() && std::find(seen.begin(), seen.end(), c.bound_text) == seen.end()) {
       seen.push_back(c.bound_text);
       std::printf("  %s\n", c.bound_text.c_str());
     }
-  std::printf("INACCURATE: error above the bound, never recommended. unchecked: the bound is the trivial one (>= 2), so "
-              "the check says nothing and it is not recommended; judge its quality with pagoda bench perplexity.\n");
+  std::printf("INACCURATE: a row above its bound, never recommended. unchecked: some row's bound is 2 or more (the trivial "
+              "one), so the check says nothing and it is not recommended; judge its quality with pagoda bench perplexity.\n");
   std::printf("KV tokens: what --kv-cache-space %.1f GiB holds with every layer's cache in the candidate's format.\n\n",
               args.cache.kv_cache_space_gib);
 
@@ -371,7 +376,13 @@ int run_bench_attention_hooked(const std::vector<std::string>& raw_in, const Ben
                 join(b.flags, " ").c_str(), cmd.c_str());
     rec = {{"candidate", b.name()}, {"backend", std::string(backend_name_str(b.backend))}, {"flags", b.flags},
            {"command", cmd}, {"automatic", b.automatic}};
-    if (b.automatic) {
+    const BenchCandidate* fastest = &b;
+    for (const BenchCandidate& c : cands)
+      if (c.timed() && c.accurate && c.median_s < fastest->median_s) fastest = &c;
+    if (b.automatic && fastest != &b) {
+      verdict = str_cat("engine start's choice: ", fastest->name(), " had a ", fmt("%.1f", 100 * (1 - fastest->median_s / b.median_s)),
+                        "% lower median, within the spread of the rounds (quartiles overlap): no flag needed");
+    } else if (b.automatic) {
       verdict = "engine start's choice is the fastest accurate one on this load: no flag needed";
     } else if (autoc && autoc->timed() && autoc->median_s > 0) {
       const double slower = 100 * (autoc->median_s / b.median_s - 1);
