@@ -410,8 +410,8 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
         if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(n);
       }
       if (c.own_layers < num_main)
-        c.reasons.push_back(str_cat("with these flags engine start runs ", join(chosen, ", "), " for the layers with a ",
-                                    sel.kv_cache_dtype, " cache", req.device.kind == DeviceKind::kCpu ?
+        c.reasons.push_back(str_cat("with these flags engine start runs ", join(chosen, ", "), " for the layers with KV cache "
+                                    "dtype ", sel.kv_cache_dtype, req.device.kind == DeviceKind::kCpu ?
                                     " (the CPU's rule: CPU_ATTN; FLEX_ATTENTION when forced; TURBOQUANT for a "
                                     "turboquant_* cache)" : ""));
       if (!c.reasons.empty()) {
