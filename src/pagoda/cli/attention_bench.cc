@@ -6,6 +6,7 @@
 // keys and values with the same numbers, so every step of every round reads a cache in the same state and the
 // reference of a step needs only those functions.
 #include "pagoda/cli/attention_bench.h"
+#include "pagoda/cli/attention_bench_data.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,139 +33,9 @@
 namespace pagoda {
 namespace {
 
+using namespace bench_detail;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// A counter-based uniform in [-sqrt(3), sqrt(3)) (variance 1): splitmix64 of (seed, stream, index).
-float input_value(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + index + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return float((double(z >> 11) * 0x1.0p-53 * 2.0 - 1.0) * std::sqrt(3.0));
-}
-enum Stream : uint64_t { kQ = 1, kK = 2, kV = 3, kFillQ = 4 };
-
-struct Dims {
-  int hq = 0, hkv = 0, d = 0;
-  int64_t q_row() const { return int64_t(hq) * d; }
-  int64_t kv_row() const { return int64_t(hkv) * d; }
-};
-
-// Key or value row (all KV heads) of `slot` at `pos`.
-void kv_row(uint64_t seed, Stream st, int slot, int pos, const Dims& dm, float* out) {
-  const uint64_t base = (uint64_t(slot) << 32 | uint64_t(pos)) * uint64_t(dm.kv_row());
-  for (int64_t i = 0; i < dm.kv_row(); ++i) out[i] = input_value(seed, st, base + uint64_t(i));
-}
-void q_row(uint64_t seed, int slot, int pos, const Dims& dm, float* out) {
-  const uint64_t base = (uint64_t(slot) << 32 | uint64_t(pos)) * uint64_t(dm.q_row());
-  for (int64_t i = 0; i < dm.q_row(); ++i) out[i] = input_value(seed, kQ, base + uint64_t(i));
-}
-
-// First key position query position `p` of a sequence of `seq_len` sees (causal, sliding window).
-int first_key(int p, int window) { return window > 0 ? std::max(0, p - window + 1) : 0; }
-
-// The float64 attention of a step, and per output row (token, query head) what its error bound needs.
-struct Reference {
-  std::vector<double> out;       // [tokens, hq, d]
-  std::vector<RowFacts> rows;    // [tokens, hq]
-};
-
-// One step of the workload, independent of the candidate.
-struct StepData {
-  std::vector<int> slots;          // [seqs]
-  std::vector<int32_t> qsl;        // [seqs + 1]
-  std::vector<int32_t> seq_lens;   // [seqs]
-  std::vector<float> q, k, v;      // [tokens, heads, d]
-  // Float64 references ([tokens, hq, d]) by the mask's (window, causal), made when a candidate needs one.
-  std::map<std::pair<int, bool>, Reference> refs;
-  int tokens = 0, seqs = 0;
-  int max_context = 0;
-};
-
-// What one layer of a step does under a mask: key positions some query of a sequence attends (summed over the
-// sequences: the keys a kernel must read) and query-key pairs kept (the multiply-adds).
-struct StepWork {
-  double kv_tokens_read = 0, pairs = 0;
-};
-StepWork step_work(const StepData& s, int window, bool causal) {
-  StepWork w;
-  for (int i = 0; i < s.seqs; ++i) {
-    const int ql = s.qsl[size_t(i) + 1] - s.qsl[size_t(i)], len = s.seq_lens[size_t(i)];
-    for (int p = len - ql; p < len; ++p) w.pairs += double(causal ? p - first_key(p, window) + 1 : len);
-    w.kv_tokens_read += double(len - (causal ? first_key(len - ql, window) : 0));
-  }
-  return w;
-}
-
-// The full keys and values of every slot up to its fill length, [slot][pos][kv_row], for the fill and the
-// reference.
-struct SlotData {
-  std::vector<int> fill_len;
-  std::vector<std::vector<float>> k, v;
-};
-
-double layer_scale(const LayerShape& sh) { return sh.scale > 0 ? double(sh.scale) : 1.0 / std::sqrt(double(sh.head_size)); }
-
-const Reference& reference(StepData& s, const SlotData& sd, const Dims& dm, const LayerShape& sh) {
-  const int window = sh.sliding_window;
-  const bool causal = sh.causal;
-  const double scale = layer_scale(sh);
-  const float softcap = sh.softcap;
-  auto [it, fresh] = s.refs.try_emplace({window, causal});
-  Reference& r = it->second;
-  if (!fresh) return r;
-  r.out.assign(size_t(s.tokens) * size_t(dm.q_row()), 0.0);
-  r.rows.assign(size_t(s.tokens) * size_t(dm.hq), RowFacts{});
-  const int group = dm.hq / dm.hkv;
-  std::vector<double> logits;
-  for (int i = 0; i < s.seqs; ++i) {
-    const int slot = s.slots[size_t(i)], len = s.seq_lens[size_t(i)];
-    const int q0 = s.qsl[size_t(i)], ql = s.qsl[size_t(i) + 1] - q0;
-    for (int t = 0; t < ql; ++t) {
-      const int p = len - ql + t;
-      const int lo = causal ? first_key(p, window) : 0, hi = causal ? p : len - 1;
-      for (int h = 0; h < dm.hq; ++h) {
-        const float* q = s.q.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
-        const int g = h / group;
-        logits.assign(size_t(hi - lo + 1), 0.0);
-        double m = -std::numeric_limits<double>::infinity();
-        RowFacts& f = r.rows[size_t(q0 + t) * size_t(dm.hq) + size_t(h)];
-        double q_l1 = 0, q_l2 = 0;
-        for (int e = 0; e < dm.d; ++e) q_l1 += std::abs(double(q[e])), q_l2 += double(q[e]) * q[e];
-        f.q_l1 = scale * q_l1;
-        f.q_l1_any_basis = scale * std::sqrt(double(dm.d) * q_l2);
-        f.context = hi - lo + 1;
-        for (int j = lo; j <= hi; ++j) {
-          const float* k = sd.k[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
-          const float* v = sd.v[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
-          double dot = 0, abs_dot = 0, k_l2 = 0;
-          for (int e = 0; e < dm.d; ++e) {
-            dot += double(q[e]) * double(k[e]);
-            abs_dot += std::abs(double(q[e]) * double(k[e]));
-            k_l2 += double(k[e]) * k[e];
-            f.max_abs_v = std::max(f.max_abs_v, std::abs(double(v[e])));
-          }
-          f.logit_abs = std::max(f.logit_abs, scale * abs_dot);
-          f.logit_any_basis = std::max(f.logit_any_basis, scale * std::sqrt(q_l2 * k_l2));
-          dot *= scale;
-          if (softcap > 0) dot = double(softcap) * std::tanh(dot / double(softcap));
-          logits[size_t(j - lo)] = dot;
-          m = std::max(m, dot);
-        }
-        double sum = 0;
-        for (double& x : logits) sum += (x = std::exp(x - m));
-        double* out = r.out.data() + size_t(q0 + t) * size_t(dm.q_row()) + size_t(h) * size_t(dm.d);
-        for (int j = lo; j <= hi; ++j) {
-          const float* v = sd.v[size_t(slot)].data() + size_t(j) * size_t(dm.kv_row()) + size_t(g) * size_t(dm.d);
-          const double w = logits[size_t(j - lo)] / sum;
-          for (int e = 0; e < dm.d; ++e) out[e] += w * double(v[e]);
-        }
-      }
-    }
-  }
-  return r;
-}
 
 // A candidate's runners and caches.
 struct Built {
@@ -333,54 +204,10 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
   const Dims dm{cfg.num_heads, cfg.num_kv_heads, cfg.head_dim};
   ThreadPool pool(req.threads);
 
-  // The steps' inputs and the slots' data.
-  const BenchWorkload& w = req.workload;
-  std::vector<StepData> steps(w.steps.size());
+  std::vector<StepData> steps;
   SlotData sd;
-  for (size_t k = 0; k < w.steps.size(); ++k) {
-    const BenchStep& bs = w.steps[k];
-    StepData& s = steps[k];
-    s.seqs = int(bs.batch.query_lens.size());
-    s.slots = bs.slots;
-    if (s.slots.empty())
-      for (int i = 0; i < s.seqs; ++i) s.slots.push_back(i);
-    s.qsl.push_back(0);
-    for (int i = 0; i < s.seqs; ++i) {
-      s.qsl.push_back(s.qsl.back() + bs.batch.query_lens[size_t(i)]);
-      s.seq_lens.push_back(bs.batch.seq_lens[size_t(i)]);
-      const int slot = s.slots[size_t(i)];
-      if (size_t(slot) >= sd.fill_len.size()) sd.fill_len.resize(size_t(slot) + 1, 0);
-      sd.fill_len[size_t(slot)] = std::max(sd.fill_len[size_t(slot)], s.seq_lens.back());
-      s.max_context = std::max(s.max_context, s.seq_lens.back());
-    }
-    s.tokens = s.qsl.back();
-  }
-  sd.k.resize(sd.fill_len.size());
-  sd.v.resize(sd.fill_len.size());
-  for (size_t slot = 0; slot < sd.fill_len.size(); ++slot) {
-    sd.k[slot].resize(size_t(sd.fill_len[slot]) * size_t(dm.kv_row()));
-    sd.v[slot].resize(sd.k[slot].size());
-    for (int p = 0; p < sd.fill_len[slot]; ++p) {
-      kv_row(req.seed, kK, int(slot), p, dm, sd.k[slot].data() + size_t(p) * size_t(dm.kv_row()));
-      kv_row(req.seed, kV, int(slot), p, dm, sd.v[slot].data() + size_t(p) * size_t(dm.kv_row()));
-    }
-  }
-  for (size_t k = 0; k < steps.size(); ++k) {
-    StepData& s = steps[k];
-    s.q.resize(size_t(s.tokens) * size_t(dm.q_row()));
-    s.k.resize(size_t(s.tokens) * size_t(dm.kv_row()));
-    s.v.resize(s.k.size());
-    for (int i = 0; i < s.seqs; ++i) {
-      const int q0 = s.qsl[size_t(i)], ql = s.qsl[size_t(i) + 1] - q0, len = s.seq_lens[size_t(i)];
-      for (int t = 0; t < ql; ++t) {
-        const int p = len - ql + t, slot = s.slots[size_t(i)];
-        float* q = s.q.data() + size_t(q0 + t) * size_t(dm.q_row());
-        q_row(req.seed, slot, p, dm, q);
-        std::copy_n(sd.k[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.k.data() + size_t(q0 + t) * size_t(dm.kv_row()));
-        std::copy_n(sd.v[size_t(slot)].data() + size_t(p) * size_t(dm.kv_row()), dm.kv_row(), s.v.data() + size_t(q0 + t) * size_t(dm.kv_row()));
-      }
-    }
-  }
+  make_inputs(req.workload, dm, req.seed, DType::kF32, steps, sd);
+  const BenchWorkload& w = req.workload;
 
   int64_t done = 0, total = int64_t(cands.size()) * 2 + 2;
   progress(++done, total, "ceilings");
