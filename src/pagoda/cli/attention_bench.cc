@@ -223,24 +223,7 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
       c.plan_block_size = sel.block_size;
       c.layout = sel.layout;
       c.num_layers = cfg.num_layers;
-      // The candidate's layers: those of its KV cache dtype (TurboQuant boundary layers and skipped ones keep
-      // `auto` and run what the selector gives them); all of them must run the candidate's backend.
-      std::vector<bool> main(size_t(cfg.num_layers));
-      int num_main = 0;
-      for (int l = 0; l < cfg.num_layers; ++l) num_main += main[size_t(l)] = sel.layer_kv_cache_dtypes[size_t(l)] == sel.kv_cache_dtype;
-      if (num_main == 0) main.assign(size_t(cfg.num_layers), true), num_main = cfg.num_layers;
-      std::vector<std::string> chosen;
-      for (int l = 0; l < cfg.num_layers; ++l) {
-        if (!main[size_t(l)]) continue;
-        c.own_layers += sel.layer_backends[size_t(l)] == c.backend;
-        const std::string n(backend_name_str(sel.layer_backends[size_t(l)]));
-        if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(n);
-      }
-      if (c.own_layers < num_main)
-        c.reasons.push_back(str_cat("with these flags engine start runs ", join(chosen, ", "), " for the layers with KV cache "
-                                    "dtype ", sel.kv_cache_dtype, req.device.kind == DeviceKind::kCpu ?
-                                    " (the CPU's rule: CPU_ATTN; FLEX_ATTENTION when forced; TURBOQUANT for a "
-                                    "turboquant_* cache)" : ""));
+      const std::vector<bool> main = candidate_layers(c, sel, req.device.kind == DeviceKind::kCpu);
       if (!c.reasons.empty()) {
         progress(done += 2, total, c.name() + " (not valid)");
         continue;
@@ -315,9 +298,7 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
       const LayerShape& ash = b.groups[size_t(b.layer_group[size_t(b.acc_layer)])].shape;
       const KvErrorModel em = kv_error_model(sel.layer_kv_cache_dtypes[size_t(b.acc_layer)], ash.kv_dtype);
       c.bound_text = em.text;
-      c.error = 0;
-      c.bound = 0;
-      double worst_ratio = -1, worst_bound = 0;
+      AccuracyTally acc;
       for (size_t k = 0; k < steps.size(); ++k) {
         StepData& s = steps[k];
         const Reference& ref = reference(s, sd, dm, ash);
@@ -326,42 +307,10 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
         for (auto& r : b.runners) r->plan(batch, nullptr);
         b.runners[size_t(b.layer_group[size_t(b.acc_layer)])]->run(step_params(b, s, k, b.acc_layer, out.data()), nullptr);
         if (hooks && hooks->corrupt_output) hooks->corrupt_output(c, out.data(), int64_t(out.size()));
-        // Per output row: its error and bound, both relative to the largest |value| the row attends; the
-        // candidate shows the row closest to (or furthest past) its bound, and the largest bound of all rows.
-        for (size_t row = 0; row < ref.rows.size(); ++row) {
-          const RowFacts& f = ref.rows[row];
-          double err = 0;
-          for (int e = 0; e < dm.d; ++e) {
-            const size_t i = row * size_t(dm.d) + size_t(e);
-            const double x = std::abs(double(out[i]) - ref.out[i]);
-            err = std::isfinite(x) ? std::max(err, x) : std::numeric_limits<double>::infinity();
-          }
-          err /= f.max_abs_v;
-          const double bound = kv_error_bound(em, f, dm.d);
-          worst_bound = std::max(worst_bound, bound);
-          if (!(err / bound <= worst_ratio)) {
-            worst_ratio = err / bound;
-            c.error = err;
-            c.bound = bound;
-          }
-        }
+        compare_rows(c, em, ref, out.data(), dm.d, acc);
       }
-      // A bound of 2 or more says nothing (the trivial one): such a candidate is not checked, so not recommended.
-      c.checked = worst_bound < 2.0;
-      c.accurate = c.checked && worst_ratio <= 1.0;
-      // Bytes and operations of a step, averaged over the workload's steps.
-      for (const StepData& s : steps) {
-        for (int l = 0; l < cfg.num_layers; ++l) {
-          const AttentionGroup& g = b.groups[size_t(b.layer_group[size_t(l)])];
-          const double per_token = double(kv_block_bytes(g)) / b.block_size;
-          const StepWork sw = step_work(s, g.shape.sliding_window, g.shape.causal);
-          c.bytes_per_step += sw.kv_tokens_read * per_token + double(s.tokens) * per_token +
-                              double(s.tokens) * 4.0 * double(2 * dm.q_row() + 2 * dm.kv_row());
-          c.flops_per_step += 4.0 * dm.d * dm.hq * sw.pairs;
-        }
-      }
-      c.bytes_per_step /= double(steps.size());
-      c.flops_per_step /= double(steps.size());
+      finish_accuracy(c, acc);
+      step_costs(c, steps, b.groups, b.layer_group, b.block_size, dm, 4);
     } catch (const Error& e) {
       c.reasons.push_back(e.what());
       b = Built();
@@ -389,27 +338,7 @@ BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<
     }
     return total_s / double(steps.size());
   };
-  const Clock::time_point warm0 = Clock::now();
-  for (size_t ci : live) one_round(ci);
-  const double round_s = std::max(1e-6, seconds_since(warm0));
-  const int rounds = live.empty() ? 0 : int(std::clamp(req.time_budget_s / round_s, double(req.min_rounds), double(req.max_rounds)));
-  total = done + int64_t(rounds);
-  progress(++done, ++total, "warm-up");
-  for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < live.size(); ++i) {
-      const size_t ci = live[(i + size_t(r)) % live.size()];
-      cands[ci].round_s.push_back(one_round(ci));
-    }
-    progress(++done, total, str_cat("round ", r + 1, "/", rounds));
-  }
-  for (size_t ci : live) {
-    std::vector<double> v = cands[ci].round_s;
-    std::sort(v.begin(), v.end());
-    auto at = [&](double f) { return v[std::min(v.size() - 1, size_t(f * double(v.size() - 1) + 0.5))]; };
-    cands[ci].median_s = at(0.5);
-    cands[ci].q1_s = at(0.25);
-    cands[ci].q3_s = at(0.75);
-  }
+  timed_rounds(req, cands, live, one_round, progress, done, total);
   return ceilings;
 }
 

@@ -1,10 +1,12 @@
 #include "pagoda/cli/attention_bench_data.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
 #include "pagoda/core/dtype.h"
+#include "pagoda/core/strings.h"
 
 namespace pagoda::bench_detail {
 
@@ -157,6 +159,98 @@ void make_inputs(const BenchWorkload& w, const Dims& dm, uint64_t seed, DType ro
   for (auto& x : sd.k) round_all(x);
   for (auto& x : sd.v) round_all(x);
   for (StepData& s : steps) round_all(s.q), round_all(s.k), round_all(s.v);
+}
+
+std::vector<bool> candidate_layers(BenchCandidate& c, const CandidateSelection& sel, bool cpu) {
+  const int L = int(sel.layer_backends.size());
+  c.num_layers = L;
+  std::vector<bool> main(static_cast<size_t>(L));
+  int num_main = 0;
+  for (int l = 0; l < L; ++l) num_main += main[size_t(l)] = sel.layer_kv_cache_dtypes[size_t(l)] == sel.kv_cache_dtype;
+  if (num_main == 0) main.assign(size_t(L), true), num_main = L;
+  std::vector<std::string> chosen;
+  for (int l = 0; l < L; ++l) {
+    if (!main[size_t(l)]) continue;
+    c.own_layers += sel.layer_backends[size_t(l)] == c.backend;
+    const std::string n(backend_name_str(sel.layer_backends[size_t(l)]));
+    if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(n);
+  }
+  if (c.own_layers < num_main)
+    c.reasons.push_back(str_cat("with these flags engine start runs ", join(chosen, ", "), " for the layers with KV cache "
+                                "dtype ", sel.kv_cache_dtype, cpu ? " (the CPU's rule: CPU_ATTN; FLEX_ATTENTION when "
+                                "forced; TURBOQUANT for a turboquant_* cache)" : ""));
+  return main;
+}
+
+void compare_rows(BenchCandidate& c, const KvErrorModel& m, const Reference& ref, const float* out, int d,
+                  AccuracyTally& t) {
+  for (size_t row = 0; row < ref.rows.size(); ++row) {
+    const RowFacts& f = ref.rows[row];
+    double err = 0;
+    for (int e = 0; e < d; ++e) {
+      const size_t i = row * size_t(d) + size_t(e);
+      const double x = std::abs(double(out[i]) - ref.out[i]);
+      err = std::isfinite(x) ? std::max(err, x) : std::numeric_limits<double>::infinity();
+    }
+    err /= f.max_abs_v;
+    const double bound = kv_error_bound(m, f, d);
+    t.worst_bound = std::max(t.worst_bound, bound);
+    if (!(err / bound <= t.worst_ratio)) {
+      t.worst_ratio = err / bound;
+      c.error = err;
+      c.bound = bound;
+    }
+  }
+}
+
+void finish_accuracy(BenchCandidate& c, const AccuracyTally& t) {
+  // A bound of 2 or more says nothing (the trivial one): such a candidate is not checked, so not recommended.
+  c.checked = t.worst_bound < 2.0;
+  c.accurate = c.checked && t.worst_ratio <= 1.0;
+}
+
+void step_costs(BenchCandidate& c, const std::vector<StepData>& steps, const std::vector<AttentionGroup>& groups,
+                const std::vector<int>& layer_group, int block_size, const Dims& dm, int io_bytes) {
+  for (const StepData& s : steps) {
+    for (size_t l = 0; l < layer_group.size(); ++l) {
+      const AttentionGroup& g = groups[size_t(layer_group[l])];
+      const double per_token = double(kv_block_bytes(g)) / block_size;
+      const StepWork sw = step_work(s, g.shape.sliding_window, g.shape.causal);
+      c.bytes_per_step += sw.kv_tokens_read * per_token + double(s.tokens) * per_token +
+                          double(s.tokens) * double(io_bytes) * double(2 * dm.q_row() + 2 * dm.kv_row());
+      c.flops_per_step += 4.0 * dm.d * dm.hq * sw.pairs;
+    }
+  }
+  c.bytes_per_step /= double(steps.size());
+  c.flops_per_step /= double(steps.size());
+}
+
+void timed_rounds(const BenchAttentionRequest& req, std::vector<BenchCandidate>& cands, const std::vector<size_t>& live,
+                  const std::function<double(size_t)>& one_round, const BenchProgress& progress, int64_t& done,
+                  int64_t& total) {
+  const auto warm0 = std::chrono::steady_clock::now();
+  for (size_t ci : live) one_round(ci);
+  const double round_s =
+      std::max(1e-6, std::chrono::duration<double>(std::chrono::steady_clock::now() - warm0).count());
+  const int rounds =
+      live.empty() ? 0 : int(std::clamp(req.time_budget_s / round_s, double(req.min_rounds), double(req.max_rounds)));
+  total = done + int64_t(rounds);
+  progress(++done, ++total, "warm-up");
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < live.size(); ++i) {
+      const size_t ci = live[(i + size_t(r)) % live.size()];
+      cands[ci].round_s.push_back(one_round(ci));
+    }
+    progress(++done, total, str_cat("round ", r + 1, "/", rounds));
+  }
+  for (size_t ci : live) {
+    std::vector<double> v = cands[ci].round_s;
+    std::sort(v.begin(), v.end());
+    auto at = [&](double f) { return v[std::min(v.size() - 1, size_t(f * double(v.size() - 1) + 0.5))]; };
+    cands[ci].median_s = at(0.5);
+    cands[ci].q1_s = at(0.25);
+    cands[ci].q3_s = at(0.75);
+  }
 }
 
 }  // namespace pagoda::bench_detail

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "pagoda/attention/runner.h"
 #include "pagoda/cli/attention_bench.h"
+#include "pagoda/model/model_runner.h"
 
 namespace pagoda::bench_detail {
 
@@ -68,5 +70,31 @@ StepWork step_work(const StepData& s, int window, bool causal);
 double layer_scale(const LayerShape& sh);
 // The float64 attention of step `s` under the mask and scale of `sh`, made once per (window, causal).
 const Reference& reference(StepData& s, const SlotData& sd, const Dims& dm, const LayerShape& sh);
+
+// The layers a candidate is judged on: those of its KV cache dtype (TurboQuant boundary layers and skipped ones
+// keep `auto` and run what the selector gives them); all of them must run the candidate's backend, else a reason
+// is added to c. Sets c.num_layers, c.own_layers; returns the mask.
+std::vector<bool> candidate_layers(BenchCandidate& c, const CandidateSelection& sel, bool cpu);
+
+// Per output row: its error and bound, both relative to the largest |value| the row attends. The candidate shows
+// the row nearest (or furthest past) its bound; it is checked when every row's bound is below the trivial 2.
+struct AccuracyTally {
+  double worst_ratio = -1, worst_bound = 0;
+};
+void compare_rows(BenchCandidate& c, const KvErrorModel& m, const Reference& ref, const float* out, int head_size,
+                  AccuracyTally& t);
+void finish_accuracy(BenchCandidate& c, const AccuracyTally& t);
+
+// Bytes and operations of a step of the whole model, averaged over the workload's steps; q, k, v and out of
+// `io_bytes` bytes an element.
+void step_costs(BenchCandidate& c, const std::vector<StepData>& steps, const std::vector<AttentionGroup>& groups,
+                const std::vector<int>& layer_group, int block_size, const Dims& dm, int io_bytes);
+
+// After one untimed round of every candidate of `live`, interleaved rounds (the order rotating) until the time
+// budget is spent (min_rounds..max_rounds); one_round(ci) returns a candidate's mean seconds per step. Sets the
+// median and quartiles.
+void timed_rounds(const BenchAttentionRequest& req, std::vector<BenchCandidate>& cands, const std::vector<size_t>& live,
+                  const std::function<double(size_t)>& one_round, const BenchProgress& progress, int64_t& done,
+                  int64_t& total);
 
 }  // namespace pagoda::bench_detail
