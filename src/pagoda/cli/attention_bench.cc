@@ -197,9 +197,13 @@ BenchCeilings measure_ceilings(ThreadPool& pool) {
 BenchCeilings run_attention_bench(const BenchAttentionRequest& req, std::vector<BenchCandidate>& cands,
                                   const SelectCandidate& select, const BenchProgress& progress,
                                   const BenchAttentionHooks* hooks) {
-  if (req.device.kind != DeviceKind::kCpu)
-    throw_runtime_error("pagoda bench attention times the CPU runners; on ", req.device.name,
-                        " timing inside a captured CUDA graph is not implemented yet: run it with --device cpu");
+  if (req.device.kind != DeviceKind::kCpu) {
+#ifdef PAGODA_WITH_CUDA_MODEL
+    return run_attention_bench_cuda(req, cands, select, progress, hooks);
+#else
+    throw_runtime_error("pagoda bench attention: this binary has no GPU model path; run it with --device cpu");
+#endif
+  }
   const ModelConfig& cfg = *req.model;
   const Dims dm{cfg.num_heads, cfg.num_kv_heads, cfg.head_dim};
   ThreadPool pool(req.threads);

@@ -65,6 +65,9 @@ BenchWorkload trace_workload(const std::vector<TraceRequest>& trace, int num_ste
 // trivial bound 2 + u_v: the output and the reference both lie within the values' range.
 struct KvErrorModel {
   double u_k = 0, a_k = 0, u_v = 0, a_v = 0;
+  // GPU kernels round the softmax weights and the output to the compute dtype (relative u_compute each): the
+  // bound gains 2 u_compute. 0 on the CPU (float32 throughout).
+  double u_compute = 0;
   bool rotated = false;  // L and Q in any basis
   bool trivial = false;
   std::string text;  // "bfloat16 keys and values: u = 2^-8"

@@ -98,3 +98,10 @@ void timed_rounds(const BenchAttentionRequest& req, std::vector<BenchCandidate>&
                   int64_t& total);
 
 }  // namespace pagoda::bench_detail
+
+namespace pagoda {
+// run_attention_bench on a CUDA device (attention_bench_cuda.cc, in CUDA builds with the GPU model path).
+BenchCeilings run_attention_bench_cuda(const BenchAttentionRequest& req, std::vector<BenchCandidate>& candidates,
+                                       const SelectCandidate& select, const BenchProgress& progress,
+                                       const BenchAttentionHooks* hooks);
+}  // namespace pagoda

@@ -139,7 +139,7 @@ KvErrorModel kv_error_model(const std::string& kv_cache_dtype, DType element) {
 }
 
 double kv_error_bound(const KvErrorModel& m, const RowFacts& r, int head_size) {
-  const double v_term = m.u_v + (r.max_abs_v > 0 ? m.a_v / r.max_abs_v : 0.0);
+  const double v_term = m.u_v + (r.max_abs_v > 0 ? m.a_v / r.max_abs_v : 0.0) + 2.0 * m.u_compute;
   if (m.trivial) return 2.0 + v_term;
   const double L = m.rotated ? r.logit_any_basis : r.logit_abs, Q = m.rotated ? r.q_l1_any_basis : r.q_l1;
   const double d = m.u_k * L + m.a_k * Q + double(head_size + 8) * std::ldexp(1.0, -24) * L + std::ldexp(1.0, -21);

@@ -333,7 +333,8 @@ int run_bench_attention_hooked(const std::vector<std::string>& raw_in, const Ben
   std::printf("%-34s %-9s %-20s %9s %9s %7s %-21s %11s  %s\n", "CANDIDATE", "STATUS", "MS/STEP (Q1-Q3)", "GB/S", "GFLOP/S",
               "%CEIL", "ERROR / BOUND", "KV TOKENS", "RUNNER");
   auto pct_ceiling = [&](const BenchCandidate& c) {
-    const double bw = c.bytes_per_step / c.median_s / ceil.bytes_per_s, fl = c.flops_per_step / c.median_s / ceil.flops_per_s;
+    const double bw = c.bytes_per_step / c.median_s / ceil.bytes_per_s;
+    const double fl = ceil.flops_per_s > 0 ? c.flops_per_step / c.median_s / ceil.flops_per_s : 0.0;
     return 100 * std::max(bw, fl);
   };
   for (size_t i = 0; i < cands.size(); ++i) {
