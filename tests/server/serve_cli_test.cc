@@ -150,9 +150,10 @@ TEST(ServeCli, BenchServeAgainstTheServer) {
   ServeProcess p("'" + stories_dir() + "/hf' --host 127.0.0.1 --port 0");
   ASSERT_GT(p.port(), 0) << p.log();
   std::string out_file = "/tmp/pagoda_bench_serve_" + std::to_string(::getpid()) + ".txt";
+  std::string trace_file = "/tmp/pagoda_bench_serve_trace_" + std::to_string(::getpid()) + ".json";
   std::string cmd = "'" + pagoda_bin() + "' bench serve --port " + std::to_string(p.port()) +
                     " --num-prompts 24 --random-input-len 12 --random-output-len 16 --request-rate 200 "
-                    "--max-concurrency 8 >" + out_file + " 2>/dev/null";
+                    "--max-concurrency 8 --save-trace " + trace_file + " >" + out_file + " 2>/dev/null";
   int status = std::system(cmd.c_str());
   std::string out = slurp(out_file);
   std::remove(out_file.c_str());
@@ -161,6 +162,17 @@ TEST(ServeCli, BenchServeAgainstTheServer) {
   EXPECT_NE(out.find("Total generated tokens:                  384"), std::string::npos) << out;
   EXPECT_NE(out.find("P99 TTFT (ms):"), std::string::npos) << out;
   EXPECT_NE(out.find("Mean ITL (ms):"), std::string::npos) << out;
+  // --save-trace: every request's arrival, first token, end and lengths (what bench attention replays).
+  Json trace = load_json(trace_file);
+  std::remove(trace_file.c_str());
+  ASSERT_EQ(trace["requests"].size(), 24u) << trace.dump();
+  for (const Json& r : trace["requests"]) {
+    EXPECT_EQ(r["prompt_tokens"], 12) << r.dump();
+    EXPECT_EQ(r["output_tokens"], 16) << r.dump();
+    EXPECT_GE(r["arrival_s"].get<double>(), 0.0) << r.dump();
+    EXPECT_GT(r["ttft_s"].get<double>(), 0.0) << r.dump();
+    EXPECT_GE(r["e2e_s"].get<double>(), r["ttft_s"].get<double>()) << r.dump();
+  }
   EXPECT_EQ(p.terminate(20), 0);
   // No server: a clear error, exit status 1.
   status = std::system(("'" + pagoda_bin() + "' bench serve --port 1 --num-prompts 1 >/dev/null 2>&1").c_str());

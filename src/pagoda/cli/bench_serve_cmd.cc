@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 struct Result {
   bool ok = false;
   std::string error;
-  double ttft = 0, e2e = 0;
+  double start = 0, ttft = 0, e2e = 0;  // start: seconds after the first request was due
   std::vector<double> itl;  // seconds between consecutive content chunks
   int64_t output_tokens = 0, prompt_tokens = 0;
 };
@@ -52,6 +52,7 @@ double mean(const std::vector<double>& v) {
 int run_bench_serve(const std::vector<std::string>& raw) {
   std::string host = "127.0.0.1", model, endpoint = "/v1/completions", api_key, json_out;
   int port = 8000, num_prompts = 100, input_len = 128, output_len = 128, max_concurrency = 256, seed = 0;
+  std::string trace_out;
   double rate = 0;  // 0: all at once
   ArgParser parser("pagoda bench serve",
                    "Load a running OpenAI-compatible server with --num-prompts streamed completions of random token "
@@ -76,6 +77,8 @@ int run_bench_serve(const std::vector<std::string>& raw) {
               [&](const std::string& v) { max_concurrency = parse_int_arg("--max-concurrency", v); }, [&] { return std::to_string(max_concurrency); }, {}});
   parser.add({"--seed", {}, "N", "Random seed of prompts and arrivals.", "", [&](const std::string& v) { seed = parse_int_arg("--seed", v); }, {}, {}});
   parser.add({"--output-json", {}, "FILE", "Also write the results to FILE as JSON.", "", S(json_out), {}, {}});
+  parser.add({"--save-trace", {}, "FILE", "Also write each request's arrival, time to first token, end and lengths "
+              "to FILE (JSON), the load `pagoda bench attention --workload serve-trace FILE` replays.", "", S(trace_out), {}, {}});
   if (!parse_command_line(parser, raw, false)) return 0;
   if (num_prompts < 1 || input_len < 1 || output_len < 1 || max_concurrency < 1 || rate < 0)
     throw_config_error("--num-prompts, --random-input-len, --random-output-len and --max-concurrency must be >= 1, --request-rate >= 0");
@@ -112,6 +115,7 @@ int run_bench_serve(const std::vector<std::string>& raw) {
     httplib::Client c(host, port);
     c.set_read_timeout(600, 0);
     const auto start = Clock::now();
+    r.start = std::chrono::duration<double>(start - t0).count();
     auto last = start;
     bool first = true;
     std::string buffer;
@@ -214,6 +218,16 @@ int run_bench_serve(const std::vector<std::string>& raw) {
               {"mean_ttft_ms", mean(ttft)}, {"p99_ttft_ms", percentile(ttft, 99)}, {"mean_tpot_ms", mean(tpot)},
               {"mean_itl_ms", mean(itl)}, {"p99_itl_ms", percentile(itl, 99)}};
     write_text_file(json_out, j.dump());
+  }
+  if (!trace_out.empty()) {
+    // Successful requests only: a failed one has no lengths. prompt_tokens from the server's usage, else as sent.
+    Json reqs = Json::array();
+    for (const auto& r : results)
+      if (r.ok)
+        reqs.push_back({{"arrival_s", r.start}, {"ttft_s", r.ttft}, {"e2e_s", r.e2e},
+                        {"prompt_tokens", r.prompt_tokens > 0 ? r.prompt_tokens : int64_t(input_len)},
+                        {"output_tokens", r.output_tokens}});
+    write_text_file(trace_out, Json({{"model", model}, {"duration_s", duration}, {"requests", reqs}}).dump(1));
   }
   if (ok < num_prompts) {
     report_error(str_cat(num_prompts - ok, " requests failed; the first: ", first_error));

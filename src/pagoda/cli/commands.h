@@ -16,5 +16,6 @@ int run_bench_latency(const std::vector<std::string>& args);
 int run_bench_throughput(const std::vector<std::string>& args);
 int run_bench_serve(const std::vector<std::string>& args);
 int run_bench_perplexity(const std::vector<std::string>& args);
+int run_bench_attention(const std::vector<std::string>& args);
 
 }  // namespace pagoda

@@ -21,6 +21,7 @@ constexpr const char* kUsage =
     "  bench throughput    offline throughput of many requests (requests/s, tokens/s)\n"
     "  bench serve         load a running server: throughput, TTFT / TPOT / ITL percentiles\n"
     "  bench perplexity    perplexity over a text file, and KL divergence of KV cache dtypes against auto\n"
+    "  bench attention     time every attention backend valid here on a model and load; recommend one, with its flags\n"
     "  backends list       the attention backends, what each supports, whether it is built into this binary\n"
     "  backends select     which attention backend pagoda would choose for a GPU, a model and settings, and why\n"
     "\n"
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
       if (!rest.empty() && rest[0] == "throughput") return pagoda::run_bench_throughput(sub);
       if (!rest.empty() && rest[0] == "serve") return pagoda::run_bench_serve(sub);
       if (!rest.empty() && rest[0] == "perplexity") return pagoda::run_bench_perplexity(sub);
-      pagoda::report_error("usage: pagoda bench {latency,throughput,serve,perplexity} [options] (see pagoda bench latency --help)");
+      if (!rest.empty() && rest[0] == "attention") return pagoda::run_bench_attention(sub);
+      pagoda::report_error("usage: pagoda bench {latency,throughput,serve,perplexity,attention} [options] (see pagoda bench latency --help)");
       return 2;
     }
     if (cmd == "backends") {

@@ -33,7 +33,9 @@ constexpr bool kCudaModelBuilt = true;
 constexpr bool kCudaModelBuilt = false;
 #endif
 
-DeviceInfo pick_device(const std::string& choice) {
+}  // namespace
+
+DeviceInfo pick_engine_device(const std::string& choice) {
   if (choice == "cpu") return cpu_device();
   auto cuda = detect_cuda_device();
   if (choice == "cuda") {
@@ -44,6 +46,8 @@ DeviceInfo pick_device(const std::string& choice) {
   if (cuda && kCudaModelBuilt) return *cuda;
   return cpu_device();
 }
+
+namespace {
 
 // The model's folder or GGUF file; "" for the random-weight built-ins.
 std::string resolve_model_dir(const EngineArgs& args) {
@@ -126,9 +130,43 @@ Tokenizer dummy_tiny_tokenizer() {
   return t;
 }
 
+ModelConfig read_engine_model_config(const EngineArgs& args) {
+  const std::string dir = resolve_model_dir(args);
+  if (dir.empty()) return *builtin_model_config(args.model.model);
+  return is_gguf_path(dir) ? gguf_model_config(*GgufFile::open(dir)) : parse_model_config(dir);
+}
+
+EngineAttentionSelection select_engine_attention(const ResolvedAttentionSettings& s, const EngineArgs& args,
+                                                 const ModelConfig& cfg, DType model_dtype, const DeviceInfo& device) {
+  EngineAttentionSelection a;
+  a.kv_cache_dtype = effective_kv_cache_dtype(s.kv_cache_dtype, cfg.has_kv_cache_scheme);
+  a.layer_sliding.resize(size_t(cfg.num_layers));
+  for (int l = 0; l < cfg.num_layers; ++l)
+    a.layer_sliding[size_t(l)] = size_t(l) < cfg.layer_uses_sliding_window.size() && cfg.layer_uses_sliding_window[size_t(l)];
+  a.layer_kv_cache_dtypes =
+      layer_kv_cache_dtypes(a.kv_cache_dtype, cfg.num_layers, a.layer_sliding, args.cache.kv_cache_dtype_skip_layers);
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    SelectorConfig c;
+    c.head_size = cfg.head_dim;
+    c.dtype = model_dtype;
+    c.kv_cache_dtype = a.layer_kv_cache_dtypes[size_t(l)];
+    c.block_size = s.user_block_size;
+    c.use_per_head_quant_scales = cfg.kv_cache_scheme_strategy.value_or("") == "attn_head";
+    c.has_sliding_window = a.layer_sliding[size_t(l)];
+    c.use_non_causal = s.attention.use_non_causal;
+    c.use_batch_invariant = s.batch_invariant;
+    a.layers.push_back(c);
+  }
+  BackendRegistry registry = BackendRegistry::builtin(false);
+  SelectionTarget target{device.kind, device.cc.value_or(ComputeCapability{0, 0}), device.name};
+  AttentionSelector selector(registry, target, s.attention, s.batch_invariant, s.env_layout);
+  a.selection = select_attention(selector, a.layers, s.user_block_size);
+  return a;
+}
+
 EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const LoadedModel* shared_model) {
   EngineSetup e;
-  e.device = pick_device(args.device.device);
+  e.device = pick_engine_device(args.device.device);
   e.model_name = args.model.model;
   e.model_dir = resolve_model_dir(args);
   const bool dummy_model = e.model_dir.empty();
@@ -158,30 +196,11 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const L
                   ", max_model_len=", e.max_model_len, ", kv_cache_dtype=", e.kv_cache_dtype,
                   ", device=", describe(e.device));
 
-  std::vector<bool> sliding(size_t(cfg.num_layers));
-  for (int l = 0; l < cfg.num_layers; ++l)
-    sliding[size_t(l)] = size_t(l) < cfg.layer_uses_sliding_window.size() && cfg.layer_uses_sliding_window[size_t(l)];
-  e.layer_kv_cache_dtypes =
-      layer_kv_cache_dtypes(e.kv_cache_dtype, cfg.num_layers, sliding, args.cache.kv_cache_dtype_skip_layers);
-  std::vector<SelectorConfig> layers;
-  for (int l = 0; l < cfg.num_layers; ++l) {
-    SelectorConfig c;
-    c.head_size = cfg.head_dim;
-    c.dtype = e.model_dtype;
-    c.kv_cache_dtype = e.layer_kv_cache_dtypes[size_t(l)];
-    c.block_size = s.user_block_size;
-    c.use_per_head_quant_scales = cfg.kv_cache_scheme_strategy.value_or("") == "attn_head";
-    c.has_sliding_window = sliding[size_t(l)];
-    c.use_non_causal = s.attention.use_non_causal;
-    c.use_batch_invariant = s.batch_invariant;
-    layers.push_back(c);
-  }
+  EngineAttentionSelection attn = select_engine_attention(s, args, cfg, e.model_dtype, e.device);
+  e.layer_kv_cache_dtypes = attn.layer_kv_cache_dtypes;
+  e.layer_backends = attn.selection.per_layer;
+  e.attention = attn.selection.plan;
   BackendRegistry registry = BackendRegistry::builtin(false);
-  SelectionTarget target{e.device.kind, e.device.cc.value_or(ComputeCapability{0, 0}), e.device.name};
-  AttentionSelector selector(registry, target, s.attention, s.batch_invariant, s.env_layout);
-  LayerSelection sel = select_attention(selector, layers, s.user_block_size);
-  e.layer_backends = sel.per_layer;
-  e.attention = sel.plan;
 
   LoadOptions lo;
   lo.load_format = parse_load_format(args.model.load_format);

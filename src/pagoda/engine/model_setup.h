@@ -33,6 +33,28 @@ struct EngineSetup {
   std::unique_ptr<ModelRunner> runner;
 };
 
+// The device --device names: cpu, cuda, or auto (CUDA when found and this binary has the CUDA model path, else
+// the CPU). Throws a runtime error for cuda without one.
+DeviceInfo pick_engine_device(const std::string& choice);
+
+// The model's config as engine start reads it, without weights: a built-in's, a GGUF file's header or a
+// folder's config.json (--model resolved as setup_engine resolves it, hub included).
+ModelConfig read_engine_model_config(const EngineArgs& args);
+
+// What engine start selects for the attention layers, in setup_engine's order: each layer's KV cache dtype
+// (effective_kv_cache_dtype, TurboQuant boundary and skipped layers at `auto`), its selector input, its
+// backend, and the plan (block size, layout, FlashAttention version). `bench attention` runs the same.
+struct EngineAttentionSelection {
+  std::string kv_cache_dtype;                      // the model's (effective_kv_cache_dtype)
+  std::vector<std::string> layer_kv_cache_dtypes;  // [num_layers]
+  std::vector<bool> layer_sliding;                 // [num_layers]
+  std::vector<SelectorConfig> layers;              // [num_layers], the selector's inputs
+  LayerSelection selection;
+};
+// Throws the selection and construction errors (runtime) and option errors (config).
+EngineAttentionSelection select_engine_attention(const ResolvedAttentionSettings& settings, const EngineArgs& args,
+                                                 const ModelConfig& cfg, DType model_dtype, const DeviceInfo& device);
+
 // Throws pagoda::Error: config errors (exit 2) for bad options, runtime errors (exit 1) otherwise.
 // shared_model: the weights an earlier setup of the same model arguments loaded (its EngineSetup::model), used
 // instead of loading them again, so that runners of different cache settings share one copy (bench perplexity).
