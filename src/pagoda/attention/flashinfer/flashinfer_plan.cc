@@ -1,6 +1,7 @@
 #include "pagoda/attention/flashinfer/flashinfer_plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "pagoda/core/error.h"
 
@@ -37,9 +38,9 @@ void fi_cascade_groups(const FiPlanShape& shape, const int32_t* query_lens, cons
       for (size_t m = i + 1; m < j; ++m) {
         const int32_t s = (*order)[m];
         const int32_t* t = tables + int64_t(s) * stride;
-        int n = std::min(lcp, full_blocks(s)), k = 0;
-        while (k < n && t[k] == t0[k]) ++k;
-        lcp = k;
+        const int n = std::min(lcp, full_blocks(s));
+        // Members usually share the whole run: memcmp settles that at memory speed, mismatch finds the end else.
+        lcp = std::memcmp(t, t0, size_t(n) * sizeof(int32_t)) == 0 ? n : int(std::mismatch(t, t + n, t0).first - t);
       }
       if (int64_t(lcp) * bs >= kFiMinCascadeKeys) {
         out->groups.push_back({int32_t(out->members.size()), int32_t(j - i), int32_t(lcp * bs)});
