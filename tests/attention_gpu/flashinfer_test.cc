@@ -143,8 +143,8 @@ double run_case(const Case& c, uint64_t seed) {
 
 // The output is a convex combination of values of magnitude <= 1 (fp8: <= 1.125, e5m2 rounding by up to 2^-3),
 // rounded once to the output dtype (half an ulp: 2^-9 bf16, 2^-12 fp16, at magnitude < 1 the ulp is at most
-// 2^-8 / 2^-11); the float32 arithmetic (with __expf: a few ulps more per exponential, inside the factor 2)
-// stays within fi_test::tolerance at float32 roundoff, scaled by |k| |v| <= 1.27 for fp8.
+// 2^-8 / 2^-11); the float32 arithmetic (expf and logf within a few ulps, inside the factor 2) stays within
+// fi_test::tolerance at float32 roundoff, scaled by |k| |v| <= 1.27 for fp8.
 double tolerance(const Case& c) {
   const double out_ulp = c.dtype == DType::kBF16 ? 0x1p-8 : 0x1p-11;
   int max_ctx = *std::max_element(c.spec.ctx.begin(), c.spec.ctx.end());

@@ -3,124 +3,42 @@
 #include <cmath>
 
 #include "pagoda/attention/cuda_ok.h"
-#include "pagoda/core/cuda_convert.cuh"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_row.cuh"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 namespace {
 
-using cuda_convert::fp8_to_f32;
-using cuda_convert::from_f32;
-using cuda_convert::to_f32;
+using namespace fi_detail;
 
-constexpr int kWarps = 4;           // warps per CTA of the attend kernel
-constexpr int kMaxPerLane = 16;     // head_size / 32 <= 16: head sizes up to 512
+constexpr int kWarps = 4;  // warps per CTA of the attend kernel
 constexpr int kMergeThreads = 128;
-
-enum class KvKind { kSame, kE4M3, kE5M2 };
-
-template <typename T, KvKind kKv>
-__device__ __forceinline__ float kv_at(const void* cache, int64_t i, float scale) {
-  if constexpr (kKv == KvKind::kSame) {
-    return to_f32(static_cast<const T*>(cache)[i]);
-  } else if constexpr (kKv == KvKind::kE4M3) {
-    return fp8_to_f32<__NV_E4M3>(static_cast<const uint8_t*>(cache)[i]) * scale;
-  } else {
-    return fp8_to_f32<__NV_E5M2>(static_cast<const uint8_t*>(cache)[i]) * scale;
-  }
-}
 
 // PRECOND: blockDim.x == 32 * kWarps; grid (num_tasks, num_kv_heads); head_size % 32 == 0, <= 512.
 template <typename T, KvKind kKv>
 __global__ void __launch_bounds__(32 * kWarps) fi_attend_kernel(FiCudaParams p) {
   const FiTask task = p.plan.tasks[blockIdx.x];
-  const int kvh = blockIdx.y;
-  const int g = p.num_q_heads / p.num_kv_heads, hd = p.head_size, per_lane = hd / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int rows = task.row_end - task.row_begin;
-  const int64_t qstride = p.q_stride > 0 ? p.q_stride : int64_t(p.num_q_heads) * hd;
-  const float scale = p.scale > 0 ? p.scale : rsqrtf(float(hd));
-  const int32_t* table = p.block_tables + int64_t(task.seq) * p.block_table_stride;
-  for (int pr = warp; pr < rows * g; pr += kWarps) {
-    const int r = pr / g, h = kvh * g + pr % g;
-    const int token = p.plan.row_token[task.row_begin + r], sq = p.plan.row_seq[task.row_begin + r];
-    const int q_len = p.query_start_loc[sq + 1] - p.query_start_loc[sq];
-    const int pos = p.seq_lens[sq] - q_len + (token - p.query_start_loc[sq]);
-    int kb = task.kv_begin, ke = task.kv_end;
-    if (task.num_splits > 0) {
-      int lo, hi;
-      fi_visible_range(pos, p.seq_lens[sq], p.sliding_window, p.causal, &lo, &hi);
-      fi_split_range(lo, hi, task.split, task.num_splits, &kb, &ke);
-    }
-    float q[kMaxPerLane], acc[kMaxPerLane];
-    const T* qp = static_cast<const T*>(p.q) + int64_t(token) * qstride + int64_t(h) * hd;
-#pragma unroll
-    for (int j = 0; j < kMaxPerLane; ++j) {
-      q[j] = j < per_lane ? to_f32(qp[lane + 32 * j]) * scale : 0.0f;
-      acc[j] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    for (int k = kb; k < ke; ++k) {
-      if (!fi_visible(pos, k, p.sliding_window, p.causal)) continue;
-      const int64_t block = table[k / p.block_size];
-      const int off = k % p.block_size;
-      const int64_t row = p.layout == KvLayout::kHND
-                              ? ((block * p.num_kv_heads + kvh) * p.block_size + off) * 2 * hd
-                              : ((block * p.block_size + off) * p.num_kv_heads + kvh) * 2 * hd;
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j)
-        if (j < per_lane) s += q[j] * kv_at<T, kKv>(p.kv_cache, row + lane + 32 * j, p.k_scale);
+  const int kvh = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int packed = (task.row_end - task.row_begin) * (p.num_q_heads / p.num_kv_heads);
+  for (int pr = warp; pr < packed; pr += kWarps) {  // warp-uniform: every lane takes every branch below
+    RowState st;
+    row_begin<T>(p, task, kvh, pr, lane, st);
+    for (int k = st.kb; k < st.ke; ++k) {
+      const int64_t row = key_row(p, task, kvh, st, k);
+      if (row < 0) continue;
+      float s = key_part<T, kKv>(p, st, row, lane);
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (p.softcap > 0) s = p.softcap * tanhf(s / p.softcap);
-      const float m_new = fmaxf(m, s);
-      const float corr = __expf(m - m_new), e = __expf(s - m_new);
-      l = l * corr + e;
-#pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j)
-        if (j < per_lane) acc[j] = acc[j] * corr + e * kv_at<T, kKv>(p.kv_cache, row + hd + lane + 32 * j, p.v_scale);
-      m = m_new;
+      key_update<T, kKv>(p, st, s, row, lane);
     }
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
-    if (task.slab < 0) {
-      T* dst = static_cast<T*>(p.out) + (int64_t(token) * p.num_q_heads + h) * hd;
-#pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j)
-        if (j < per_lane) dst[lane + 32 * j] = from_f32<T>(acc[j] * inv);
-    } else {
-      const int64_t slab = task.slab + r;
-      float* dst = p.plan.slab_o + (slab * p.num_q_heads + h) * hd;
-#pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j)
-        if (j < per_lane) dst[lane + 32 * j] = acc[j] * inv;
-      if (lane == 0) p.plan.slab_lse[slab * p.num_q_heads + h] = l > 0 ? m + logf(l) : -INFINITY;
-    }
+    row_end<T>(p, task, st, lane);
   }
 }
 
 // One CTA per merged token; threads across (query head, dimension).
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) fi_merge_kernel(FiCudaParams p) {
-  const int i = blockIdx.x;
-  const int t = p.plan.merge_token[i];
-  const int e0 = p.plan.merge_indptr[i], e1 = p.plan.merge_indptr[i + 1];
-  const int hd = p.head_size;
-  for (int x = threadIdx.x; x < p.num_q_heads * hd; x += blockDim.x) {
-    const int h = x / hd, d = x % hd;
-    float mx = -INFINITY;
-    for (int e = e0; e < e1; ++e) mx = fmaxf(mx, p.plan.slab_lse[int64_t(p.plan.merge_slab[e]) * p.num_q_heads + h]);
-    float num = 0.0f, den = 0.0f;
-    if (mx > -INFINITY) {
-      for (int e = e0; e < e1; ++e) {
-        const int64_t slab = p.plan.merge_slab[e];
-        const float w = __expf(p.plan.slab_lse[slab * p.num_q_heads + h] - mx);
-        den += w;
-        num += w * p.plan.slab_o[(slab * p.num_q_heads + h) * hd + d];
-      }
-    }
-    static_cast<T*>(p.out)[(int64_t(t) * p.num_q_heads + h) * hd + d] = from_f32<T>(den > 0 ? num / den : 0.0f);
-  }
+  for (int x = threadIdx.x; x < p.num_q_heads * p.head_size; x += blockDim.x) merge_elem<T>(p, blockIdx.x, x);
 }
 
 template <typename T>
