@@ -542,6 +542,40 @@ TEST(Cpu, ForcedFlexAttention) {
   EXPECT_EQ(o.error, "flex_attn_block_m must be one of 16, 32, 64, 128, got 48.");
 }
 
+// The same for a forced FLASHINFER (its CPU runner executes its plan): no layout line, NHD unless the
+// environment says HND (FLASHINFER requires HND only on SM 10.x).
+TEST(Cpu, ForcedFlashInfer) {
+  Env forced{.device = DeviceKind::kCpu};
+  forced.attention.backend = BackendName::kFlashInfer;
+  SelectorConfig c;
+  c.block_size = 8;
+  auto o = run1(forced, c);
+  EXPECT_EQ(o.selected, BackendName::kFlashInfer);
+  EXPECT_EQ(o.error, "");
+  EXPECT_EQ(o.plan.kv_layout, KvLayout::kNHD);
+  EXPECT_THAT(messages(o, LogLevel::kInfo),
+              ElementsAre("Using FLASHINFER attention backend out of potential backends: ['FLASHINFER']."));
+  forced.env_layout = KvLayout::kHND;
+  EXPECT_EQ(run1(forced, c).plan.kv_layout, KvLayout::kHND);
+}
+
+// use_cascade_attention (pagoda's AttentionConfig addition) is served by FLASHINFER only: with any other
+// selected backend it stops startup instead of being ignored.
+TEST(Construction, CascadeNeedsFlashInfer) {
+  Env e{.device = DeviceKind::kCpu};
+  e.attention.use_cascade_attention = true;
+  auto o = run1(e);
+  EXPECT_EQ(o.error, "use_cascade_attention is served by the FLASHINFER attention backend only; CPU_ATTN was selected. "
+                     "Force --attention-backend FLASHINFER or leave attention_config.use_cascade_attention false.");
+  e.attention.backend = BackendName::kFlashInfer;
+  EXPECT_EQ(run1(e).error, "");
+  Env cuda;
+  cuda.attention.use_cascade_attention = true;
+  o = run1(cuda);
+  EXPECT_EQ(o.selected, std::nullopt);
+  EXPECT_THAT(o.error, testing::StartsWith("use_cascade_attention is served by the FLASHINFER attention backend only; FLASH_ATTN"));
+}
+
 TEST(Layout, EnvironmentVariable) {
   auto o = run1({.cc = {9, 0}, .env_layout = KvLayout::kHND});
   EXPECT_EQ(o.plan.kv_layout, KvLayout::kHND);

@@ -280,6 +280,39 @@ TEST(GenerateCli, FlexAttentionOnTheCpu) {
   EXPECT_THAT(r.err, testing::HasSubstr("is not supported by FLEX_ATTENTION"));
 }
 
+// A forced FLASHINFER on the CPU (docs/architecture.md): its CPU runner executes its plan over NHD pages of
+// any size; greedy decoding reproduces stories260K's golden text and the reference models' float32
+// continuations, as CPU_ATTN does, with cascade on or off, at block size 8 or 128 and in HND.
+TEST(GenerateCli, FlashInferOnTheCpu) {
+  std::string dir = test_data_dir() + "/models/stories260K";
+  Json golden = load_json(dir + "/golden.json");
+  auto r = run_pagoda("generate --model " + dir + "/hf --attention-backend FLASHINFER --block-size 8 --prompt '' "
+                      "--temperature 0 --max-tokens 256 --output-json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, testing::HasSubstr("Using FLASHINFER attention backend out of potential backends: ['FLASHINFER']."));
+  EXPECT_THAT(r.err, testing::Not(testing::HasSubstr("CPU_ATTN")));
+  EXPECT_EQ(Json::parse(r.out)["token_ids"], golden["hf_reference"]["greedy_token_ids"]);
+  for (const char* model : {"qwen3-tiny", "llama-tiny", "qwen2-tiny"}) {
+    std::string mdir = test_data_dir() + "/reference/" + model;
+    Json ref = load_json(mdir + "/reference.json");
+    int variant = 0;
+    for (const auto& p : ref["prompts"]) {
+      const char* extra[] = {"", " --block-size 8 -ac.use_cascade_attention true", " --block-size 1"};
+      r = run_pagoda("generate --model " + mdir + " --attention-backend FLASHINFER --dtype float32 --temperature 0 "
+                     "--ignore-eos --max-tokens " + std::to_string(p["float32"]["greedy"].size()) +
+                     " --output-json --prompt-token-ids " + join_ids(p["input_ids"]) + extra[variant++ % 3]);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(Json::parse(r.out)["token_ids"], p["float32"]["greedy"]) << model << " " << p["name"];
+    }
+  }
+  r = run_pagoda("generate --model " + dir + "/hf --attention-backend FLASHINFER -ac.use_cascade_attention true "
+                 "--max-tokens 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_pagoda("generate --model " + dir + "/hf -ac.use_cascade_attention true --max-tokens 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, testing::HasSubstr("use_cascade_attention is served by the FLASHINFER attention backend only; CPU_ATTN"));
+}
+
 // --kv-cache-dtype-skip-layers keeps the named layers' cache unquantized: llama-tiny (3 layers, head size 32) with
 // an fp8 cache on layers 0 and 2 only, or on none; the option needs a quantized dtype and layers the model has.
 TEST(GenerateCli, KvCacheDtypeSkipLayers) {

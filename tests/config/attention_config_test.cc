@@ -59,6 +59,7 @@ TEST(AttentionConfig, Defaults) {
   EXPECT_FALSE(c.flex_attn_block_m);
   EXPECT_FALSE(c.flex_attn_block_n);
   EXPECT_EQ(c.tq_max_kv_splits_for_cuda_graph, 32);
+  EXPECT_FALSE(c.use_cascade_attention);
 }
 
 TEST(AttentionConfig, EveryField) {
@@ -66,7 +67,8 @@ TEST(AttentionConfig, EveryField) {
       R"({"backend": "flash_attn", "backend_per_kind": {"sliding_window": "TRITON_ATTN", "full_attention": "auto"},
           "flash_attn_version": 3, "use_prefill_decode_attention": "yes", "flash_attn_max_num_splits_for_cuda_graph": "16",
           "use_trtllm_attention": 0, "disable_flashinfer_q_quantization": "On", "use_non_causal": 1,
-          "flex_attn_block_m": 64.0, "flex_attn_block_n": null, "tq_max_kv_splits_for_cuda_graph": 8})");
+          "flex_attn_block_m": 64.0, "flex_attn_block_n": null, "tq_max_kv_splits_for_cuda_graph": 8,
+          "use_cascade_attention": "yes"})");
   EXPECT_EQ(c.backend, BackendName::kFlashAttn);
   ASSERT_EQ(c.backend_per_kind.size(), 2u);
   EXPECT_EQ(c.backend_per_kind[0].first, "sliding_window");
@@ -83,6 +85,9 @@ TEST(AttentionConfig, EveryField) {
   EXPECT_EQ(c.flex_attn_block_m, 64);
   EXPECT_FALSE(c.flex_attn_block_n);
   EXPECT_EQ(c.tq_max_kv_splits_for_cuda_graph, 8);
+  EXPECT_TRUE(c.use_cascade_attention);
+  EXPECT_NE(c.to_json().find("\"use_cascade_attention\":true"), std::string::npos);
+  EXPECT_EQ(error_of(R"({"use_cascade_attention": 2})"), validation("use_cascade_attention", "Input should be a valid boolean"));
 }
 
 TEST(AttentionConfig, LenientBooleans) {

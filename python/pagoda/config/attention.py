@@ -46,6 +46,7 @@ class AttentionConfig:
     flex_attn_block_m: Optional[int]
     flex_attn_block_n: Optional[int]
     tq_max_kv_splits_for_cuda_graph: int
+    use_cascade_attention: bool
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class AttentionConfig:
         flex_attn_block_m: Optional[int] = _UNSET,
         flex_attn_block_n: Optional[int] = _UNSET,
         tq_max_kv_splits_for_cuda_graph: int = _UNSET,
+        use_cascade_attention: bool = _UNSET,
     ) -> None:
         given = {name: value for name, value in locals().items() if name != "self" and value is not _UNSET}
         self._set(json.loads(_core.parse_attention_config(json.dumps(given, default=_not_json))))

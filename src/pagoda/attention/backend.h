@@ -93,6 +93,9 @@ class AttentionBackend {
   // Whether this binary holds the backend's kernels: a backend that is not built is rejected by the
   // selector with `not built in this binary`, and make_runner() throws the same.
   virtual bool kernels_built() const { return false; }
+  // Whether the runners attend shared prefixes once (attention_config.use_cascade_attention): the setting is
+  // refused when a selected backend does not.
+  virtual bool serves_cascade() const { return false; }
   // A runner for layers of `shape` (runner.h). The selector validated the configuration against this
   // backend's declaration; the runner serves every configuration the declaration accepts.
   virtual std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const;

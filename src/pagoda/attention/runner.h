@@ -63,6 +63,7 @@ struct RunnerOptions {
   int max_graph_splits = 16;         // most KV splits of a captured decode step
   int tq_max_graph_splits = 32;      // TURBOQUANT: the same (attention_config.tq_max_kv_splits_for_cuda_graph)
   int flex_block_m = 0, flex_block_n = 0;  // FLEX_ATTENTION: query / KV tile sizes (0: spec §6.5's default)
+  bool cascade = false;              // FLASHINFER: attend shared prefixes once per group (use_cascade_attention)
   ParallelFor parallel_for;          // CPU runners: the model runner's thread pool (null: serial)
   int num_threads = 1;               // CPU runners: most bodies parallel_for runs at once (per-thread scratch)
 };
@@ -82,6 +83,10 @@ struct RunnerLimits {
 struct AttentionBatch {
   std::vector<int> query_lens;
   std::vector<int> seq_lens;
+  // The step's block tables on the host, [num_seqs, block_table_stride], as run() will see them; null where
+  // the caller has none (runners that plan on them, FLASHINFER's cascade grouping, then refuse the step).
+  const int32_t* block_tables = nullptr;
+  int block_table_stride = 0;
 };
 
 // One layer's call. Tokens and sequences as in ForwardBatch: sequence s owns query rows

@@ -99,16 +99,17 @@ BackendName AttentionSelector::select_cuda(const SelectorConfig& cfg, std::optio
   return selected.b;
 }
 
-// §5.4, with two additions (docs/architecture.md, "Where pagoda goes beyond the spec"): a layer whose KV cache
+// §5.4, with additions (docs/architecture.md, "Where pagoda goes beyond the spec"): a layer whose KV cache
 // dtype is a TurboQuant preset runs on TURBOQUANT, whose CPU runner reads the packed cache; a forced
-// FLEX_ATTENTION serves every other layer with its CPU runner; the rest (TurboQuant boundary layers included)
-// runs on CPU_ATTN. Forcing CPU_ATTN keeps CPU_ATTN, whose construction check then refuses the TurboQuant cache
-// (§6.4).
+// FLEX_ATTENTION or FLASHINFER serves every other layer with its CPU runner; the rest (TurboQuant boundary
+// layers included) runs on CPU_ATTN. Forcing CPU_ATTN keeps CPU_ATTN, whose construction check then refuses
+// the TurboQuant cache (§6.4).
 BackendName AttentionSelector::select_cpu(const SelectorConfig& cfg, std::optional<BackendName> forced) {
   trace_ = {};
   const bool turboquant = is_turboquant_kv_dtype(cfg.kv_cache_dtype) && forced != BackendName::kCpuAttn;
   const BackendName selected = turboquant                                   ? BackendName::kTurboQuant
                                : forced == BackendName::kFlexAttention ? BackendName::kFlexAttention
+                               : forced == BackendName::kFlashInfer    ? BackendName::kFlashInfer
                                                                          : BackendName::kCpuAttn;
   if (forced && *forced != selected && *forced != BackendName::kCpuAttn)
     PAGODA_LOG_INFO("Cannot use ", backend_name_str(*forced), " backend on CPU.");
@@ -161,6 +162,10 @@ AttentionPlan AttentionSelector::finalize(std::optional<int> user_block_size) {
       }
     }
     registry_.get(b).check_construction(cfg, cenv);
+    if (attention_.use_cascade_attention && !registry_.get(b).serves_cascade())
+      throw_runtime_error("use_cascade_attention is served by the FLASHINFER attention backend only; ",
+                          backend_name_str(b), " was selected. Force --attention-backend FLASHINFER or leave "
+                          "attention_config.use_cascade_attention false.");
   }
   // §6.2 KV layout, resolved when the KV cache is allocated.
   if (layout_) {

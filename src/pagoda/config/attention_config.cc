@@ -119,6 +119,7 @@ std::string AttentionConfig::to_json() const {
   j["flex_attn_block_m"] = flex_attn_block_m ? Json(*flex_attn_block_m) : Json(nullptr);
   j["flex_attn_block_n"] = flex_attn_block_n ? Json(*flex_attn_block_n) : Json(nullptr);
   j["tq_max_kv_splits_for_cuda_graph"] = tq_max_kv_splits_for_cuda_graph;
+  j["use_cascade_attention"] = use_cascade_attention;
   return j.dump();
 }
 
@@ -212,6 +213,8 @@ AttentionConfig parse_attention_config_json(std::string_view text) {
       c.flex_attn_block_n = parse_optional_int(v, key);
     } else if (key == "tq_max_kv_splits_for_cuda_graph") {
       c.tq_max_kv_splits_for_cuda_graph = parse_int(v, key);
+    } else if (key == "use_cascade_attention") {
+      c.use_cascade_attention = parse_bool(v, key);
     } else {
       validation_error(key, "Extra inputs are not permitted");
     }

@@ -38,6 +38,9 @@ struct AttentionConfig {
   std::optional<int> flex_attn_block_m;
   std::optional<int> flex_attn_block_n;
   int tq_max_kv_splits_for_cuda_graph = 32;
+  // pagoda addition: FLASHINFER attends a prefix that running requests share (the same full blocks) once for
+  // all of them and merges it with each request's suffix (cascade attention). Off by default, as in vLLM.
+  bool use_cascade_attention = false;
 
   // The forced backend of a layer of the given kind (§5.1 step 2).
   std::optional<BackendName> forced_backend_for_kind(std::string_view kind) const;

@@ -221,6 +221,7 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const L
   ro.tq_max_graph_splits = s.attention.tq_max_kv_splits_for_cuda_graph;
   ro.flex_block_m = s.attention.flex_attn_block_m.value_or(0);
   ro.flex_block_n = s.attention.flex_attn_block_n.value_or(0);
+  ro.cascade = s.attention.use_cascade_attention;
   const bool causal = !s.attention.use_non_causal;
   // fp8 layers read the checkpoint's scales; the others ignore them.
   const bool fp8_layers = std::any_of(e.layer_kv_cache_dtypes.begin(), e.layer_kv_cache_dtypes.end(),

@@ -158,6 +158,8 @@ std::vector<float> CpuModelRunner::forward(const ForwardBatch& b) {
     ab.query_lens.push_back(b.query_start_loc[size_t(s + 1)] - b.query_start_loc[size_t(s)]);
     ab.seq_lens.push_back(b.seq_lens[size_t(s)]);
   }
+  ab.block_tables = b.block_tables.data();
+  ab.block_table_stride = b.max_blocks_per_seq;
   for (auto& r : runners_) r->plan(ab, nullptr);
   h_.resize(size_t(T * H));
   xn_.resize(size_t(T * H));

@@ -1,5 +1,9 @@
-// FLASHINFER declaration (spec §3.3): paged attention over pages of any size, HND on SM 10.x.
+// FLASHINFER declaration (spec §3.3): paged attention over pages of any size, HND on SM 10.x. Its planner and
+// its CPU runner (the plan-executing reference, flashinfer_cpu_runner.h) are in every build. Its CUDA kernels
+// and runner (flashinfer_cuda*.h) compile in CUDA builds but have not yet passed their GPU test on a device,
+// so kernels_built() stays false and the selector refuses it on CUDA with `not built in this binary`.
 #include "pagoda/attention/backends.h"
+#include "pagoda/attention/flashinfer/flashinfer_cpu_runner.h"
 
 namespace pagoda {
 namespace {
@@ -23,6 +27,31 @@ class FlashInferBackend final : public AttentionBackend {
   std::optional<KvLayout> required_kv_layout(ComputeCapability cc) const override {
     if (cc.major == 10) return KvLayout::kHND;
     return std::nullopt;
+  }
+
+  bool serves_cascade() const override { return true; }
+
+  // Spec §10's shape without FLASH_ATTN's multiple-of-16 check: §3.3 takes pages of any size.
+  KvCacheShape kv_cache_shape(int64_t num_blocks, int64_t block_size, int64_t num_kv_heads, int64_t head_size,
+                              const std::string& kv, DType model_dtype, KvLayout layout) const override {
+    KvCacheShape s;
+    s.logical = {num_blocks, num_kv_heads, block_size, 2 * head_size};
+    s.physical = layout == KvLayout::kNHD ? std::vector<int64_t>{num_blocks, block_size, num_kv_heads, 2 * head_size}
+                                          : s.logical;
+    s.element_bytes = int64_t(dtype_size(kv_cache_element_dtype(kv, model_dtype)));
+    return s;
+  }
+
+  std::vector<std::string> beyond_selection(ComputeCapability) const override {
+    return {"a CPU runner, always built: on the CPU a forced FLASHINFER serves the layers (spec §5.4 selects "
+            "CPU_ATTN only) by executing its plan (split KV, cascade) in float32 over NHD or HND pages of any size; "
+            "its KV dtypes float32, bfloat16, float16, fp8",
+            "cascade attention for shared prefixes (attention_config.use_cascade_attention, off by default)"};
+  }
+
+  std::unique_ptr<AttentionRunner> make_runner(const LayerShape& shape, const RunnerOptions& options) const override {
+    if (options.cpu) return make_flashinfer_cpu_runner(shape, options);
+    return AttentionBackend::make_runner(shape, options);  // the `not built in this binary` error
   }
 };
 

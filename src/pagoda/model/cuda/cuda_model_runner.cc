@@ -583,6 +583,8 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
                 size_t(b.max_blocks_per_seq) * 4);
   }
   qsl[S] = T;
+  info.block_tables = b.block_tables.data();
+  info.block_table_stride = b.max_blocks_per_seq;
   std::memcpy(li, b.logits_indices.data(), size_t(R) * 4);
   write_padding_sequences(m, S, Sp, T);  // up to the captured batch size
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));

@@ -1,0 +1,68 @@
+// FLASHINFER's CUDA kernels over a FiPlan (flashinfer_plan.h): the attend kernel runs every (task, KV head)
+// of the plan, the merge kernel combines the slabs of the merged tokens by log-sum-exp. PRIVATE to
+// flashinfer/.
+//
+// This is the correctness-first version: one warp per packed row (a query token with one query head of the
+// task's KV head), lanes across the head dimension, K/V read straight from the paged cache. It computes
+// what the CPU reference computes for every plan (split, cascade, captured grid), bf16/fp16 queries, bf16 /
+// fp16 / fp8 e4m3 / e5m2 caches in NHD or HND, head sizes that are multiples of 32 up to 512. It is not yet
+// the tuned kernel family (MMA tiles, staged K/V, FP8 query quantization); the backend's runner is not
+// wired to it (kernels_built() stays false) until its GPU test has passed on a device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "pagoda/attention/flashinfer/flashinfer_plan.h"
+#include "pagoda/core/dtype.h"
+#include "pagoda/core/kv_layout.h"
+
+namespace pagoda {
+
+// A plan's arrays in device memory, sized for its capacities (FiPlan::max_*); fi_cuda_plan_upload() fills them.
+struct FiDevicePlan {
+  FiTask* tasks = nullptr;
+  int32_t* row_token = nullptr;
+  int32_t* row_seq = nullptr;
+  int32_t* merge_token = nullptr;
+  int32_t* merge_indptr = nullptr;
+  int32_t* merge_slab = nullptr;
+  float* slab_o = nullptr;    // [max_slabs, num_q_heads, head_size]
+  float* slab_lse = nullptr;  // [max_slabs, num_q_heads]
+  int num_tasks = 0, num_merged = 0;
+};
+
+// Allocates the device arrays for `plan`'s capacities (once, at reserve()); throws on a CUDA error.
+void fi_cuda_plan_alloc(const FiPlan& plan, int num_q_heads, int head_size, FiDevicePlan* d);
+void fi_cuda_plan_free(FiDevicePlan* d);
+// Copies the step's plan into the reserved arrays on `stream` (asynchronous; the host arrays must stay
+// unchanged until the copy is done).
+void fi_cuda_plan_upload(const FiPlan& plan, FiDevicePlan* d, cudaStream_t stream);
+
+struct FiCudaParams {
+  const void* q = nullptr;  // [num_tokens, num_q_heads, head_size] of dtype, token stride q_stride
+  int64_t q_stride = 0;     // elements; 0 = num_q_heads * head_size
+  void* out = nullptr;      // [num_tokens, num_q_heads, head_size] of dtype, contiguous
+  DType dtype = DType::kBF16;  // bf16 or fp16
+  const void* kv_cache = nullptr;
+  DType kv_dtype = DType::kBF16;  // dtype, or fp8 e4m3 / e5m2 (value = stored * scale)
+  KvLayout layout = KvLayout::kNHD;
+  int num_q_heads = 0, num_kv_heads = 0, head_size = 0, block_size = 0;
+  int sliding_window = 0;
+  bool causal = true;
+  float scale = 0.0f;    // 0 = 1 / sqrt(head_size)
+  float softcap = 0.0f;  // > 0: s = softcap * tanh(s / softcap)
+  float k_scale = 1.0f, v_scale = 1.0f;
+  const int32_t* query_start_loc = nullptr;  // device, [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;         // device, [num_seqs]
+  const int32_t* block_tables = nullptr;     // device, [num_seqs, block_table_stride]
+  int block_table_stride = 0;
+  FiDevicePlan plan;
+};
+
+// Launches the attend and merge kernels of the uploaded plan (no allocation, no synchronisation). Throws a
+// pagoda::Error for a configuration the kernels do not take (checked on the host).
+void fi_cuda_run(const FiCudaParams& p, cudaStream_t stream);
+
+}  // namespace pagoda

@@ -1,0 +1,117 @@
+#include "pagoda/attention/flashinfer/flashinfer_cuda_runner.h"
+
+#include <algorithm>
+
+#include "pagoda/attention/device_caps.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+#include "pagoda/attention/flashinfer/flashinfer_plan.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda {
+namespace {
+
+// Attend CTAs (4 warps, ~72 registers a thread) resident per SM that the planner aims to fill.
+constexpr int kCtasPerSm = 4;
+
+class FlashInferCudaRunner final : public AttentionRunner {
+ public:
+  FlashInferCudaRunner(const LayerShape& shape, const RunnerOptions& options) : shape_(shape), options_(options) {
+    int sms = options.num_sms;
+    if (sms <= 0) sms = attention_host::device_compute_capability().sm_count;
+    num_sms_ = sms > 0 ? sms : 132;
+  }
+  ~FlashInferCudaRunner() override { fi_cuda_plan_free(&dplan_); }
+
+  void reserve(const RunnerLimits& limits) override {
+    graph_batch_ = limits.graph_batch;
+    FiPlanShape ps{shape_.num_q_heads, shape_.num_kv_heads, shape_.block_size, shape_.sliding_window, shape_.causal};
+    FiPlanLimits pl;
+    pl.max_tokens = graph_batch_ > 0 ? graph_batch_ : limits.max_tokens;
+    pl.max_seqs = graph_batch_ > 0 ? graph_batch_ : limits.max_seqs;
+    pl.max_model_len = limits.max_model_len;
+    pl.target_ctas = num_sms_ * kCtasPerSm;
+    // A captured step replays one plan: no cascade groups (they follow the step's tables), fixed splits.
+    pl.cascade = options_.cascade && graph_batch_ == 0;
+    if (graph_batch_ > 0) {
+      const int ctas = graph_batch_ * shape_.num_kv_heads;
+      graph_splits_ = std::clamp((pl.target_ctas + ctas - 1) / ctas, 1, std::max(1, options_.max_graph_splits));
+      pl.graph_splits = graph_splits_;
+    }
+    plan_.reserve(ps, pl);
+    fi_cuda_plan_alloc(plan_, shape_.num_q_heads, shape_.head_size, &dplan_);
+  }
+
+  void plan(const AttentionBatch& batch, void* stream) override {
+    auto s = static_cast<cudaStream_t>(stream);
+    if (graph_batch_ > 0) {
+      plan_.build_graph_decode(graph_batch_, graph_splits_);
+    } else {
+      if (options_.cascade && !batch.seq_lens.empty() && !batch.block_tables)
+        throw_runtime_error("FLASHINFER: cascade attention needs the step's block tables in plan()");
+      static_assert(sizeof(int) == sizeof(int32_t));
+      FiStep st;
+      st.query_lens = reinterpret_cast<const int32_t*>(batch.query_lens.data());
+      st.seq_lens = reinterpret_cast<const int32_t*>(batch.seq_lens.data());
+      st.block_tables = batch.block_tables;
+      st.block_table_stride = batch.block_table_stride;
+      st.num_seqs = int(batch.seq_lens.size());
+      plan_.build(st);
+    }
+    fi_cuda_plan_upload(plan_, &dplan_, s);
+  }
+
+  void run(const AttentionParams& a, void* stream) const override {
+    FiCudaParams p;
+    p.q = a.q;
+    p.q_stride = a.q_stride;
+    p.out = a.out;
+    p.dtype = shape_.dtype;
+    p.kv_cache = a.kv_cache;
+    p.kv_dtype = shape_.kv_dtype;
+    p.layout = shape_.layout;
+    p.num_q_heads = shape_.num_q_heads;
+    p.num_kv_heads = shape_.num_kv_heads;
+    p.head_size = shape_.head_size;
+    p.block_size = shape_.block_size;
+    p.sliding_window = shape_.sliding_window;
+    p.causal = shape_.causal;
+    p.scale = shape_.scale;
+    p.softcap = shape_.softcap;
+    p.k_scale = a.k_scale;
+    p.v_scale = a.v_scale;
+    p.query_start_loc = a.query_start_loc;
+    p.seq_lens = a.seq_lens;
+    p.block_tables = a.block_tables;
+    p.block_table_stride = a.block_table_stride;
+    p.plan = dplan_;
+    fi_cuda_run(p, static_cast<cudaStream_t>(stream));
+  }
+
+  std::string describe() const override {
+    return str_cat("FLASHINFER (plan/run, SIMT kernels", options_.cascade ? ", cascade)" : ")");
+  }
+
+ private:
+  LayerShape shape_;
+  RunnerOptions options_;
+  int num_sms_ = 132;
+  int graph_batch_ = 0, graph_splits_ = 1;
+  FiPlan plan_;
+  FiDevicePlan dplan_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionRunner> make_flashinfer_cuda_runner(const LayerShape& shape, const RunnerOptions& options) {
+  if (shape.dtype != DType::kBF16 && shape.dtype != DType::kF16)
+    throw_config_error("FLASHINFER computes in bfloat16 or float16; got ", dtype_name(shape.dtype));
+  if (shape.kv_dtype != shape.dtype && !dtype_is_fp8(shape.kv_dtype))
+    throw_config_error("KV cache dtype ", dtype_name(shape.kv_dtype), " is not supported by FLASHINFER");
+  if (!shape.kv_preset.empty()) throw_config_error("FLASHINFER does not support ", shape.kv_preset, " kv-cache.");
+  if (shape.head_size % 32 != 0 || shape.head_size > 512 || shape.num_kv_heads <= 0 ||
+      shape.num_q_heads % shape.num_kv_heads != 0)
+    throw_config_error("FLASHINFER: bad layer shape (", shape.str(), ")");
+  return std::make_unique<FlashInferCudaRunner>(shape, options);
+}
+
+}  // namespace pagoda

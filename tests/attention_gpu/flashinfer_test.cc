@@ -1,0 +1,276 @@
+// FLASHINFER's CUDA kernels (flashinfer_cuda.h) against its float64 CPU reference executing the same plan
+// over the same cache bytes and the same rounded queries: head sizes 64, 128, 256, 512; page sizes 1, 16, 64
+// in NHD and HND; GQA 1, 4, 8; lengths 1, 7, 17, 97, 513, 4099 in mixed prefill and decode; window,
+// non-causal, cascade groups, the captured-decode grid; bf16 and fp16 queries; bf16/fp16 and fp8 e4m3 /
+// e5m2 caches. Outputs poisoned (0xff: NaN) before each launch, and relaunched on a re-poisoned output (what a
+// graph replay computes). Without a device every test prints "skipped: no CUDA device".
+#include <cuda_runtime_api.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "../attention_cpu/flashinfer_test_util.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_runner.h"
+
+namespace pagoda {
+namespace {
+
+using fi_test::Layer;
+using fi_test::Step;
+using fi_test::StepSpec;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define SKIP_WITHOUT_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "skipped: no CUDA device"
+
+struct DeviceBuf {
+  void* p = nullptr;
+  DeviceBuf(const void* src, size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 1)), cudaSuccess);
+    if (src && bytes) {
+      EXPECT_EQ(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
+struct Case {
+  Layer layer;
+  StepSpec spec;
+  DType dtype = DType::kBF16;     // queries and output
+  DType kv_dtype = DType::kBF16;  // the cache
+  bool cascade = false;
+  int graph_splits = 0;  // > 0: the captured-decode grid
+  int target = 264;      // 132 SMs x 2
+};
+
+// Runs the case on the device and on the float64 reference; returns max |gpu - ref| over the outputs and
+// checks every output was written and a relaunch gives the same bits.
+double run_case(const Case& c, uint64_t seed) {
+  const Layer& L = c.layer;
+  std::mt19937_64 rng(seed);
+  Step st = fi_test::make_step(c.spec, L.block_size, rng);
+  std::vector<float> f32 = fi_test::make_cache(L, st, rng);
+  const bool fp8 = dtype_is_fp8(c.kv_dtype);
+  const float ks = fp8 ? 0.02f : 1.0f, vs = fp8 ? 0.03f : 1.0f;
+  std::vector<uint8_t> cache(f32.size() * dtype_size(c.kv_dtype));
+  for (size_t i = 0; i < f32.size(); ++i) {
+    const bool is_v = (i / size_t(L.head_size)) % 2 == 1;
+    const float x = std::isnan(f32[i]) ? 0.0f : f32[i];
+    store_from_f32(cache.data(), c.kv_dtype, i, fp8 ? x / (is_v ? vs : ks) : x);
+  }
+  const size_t qn = size_t(st.tokens) * L.num_q_heads * L.head_size;
+  std::vector<float> qf = fi_test::random_nonzero(qn, rng);
+  std::vector<uint16_t> qh(qn);
+  std::vector<double> q(qn);
+  for (size_t i = 0; i < qn; ++i) {
+    store_from_f32(qh.data(), c.dtype, i, qf[i]);
+    q[i] = load_as_f32(qh.data(), c.dtype, i);
+  }
+  FiPlan plan;
+  FiPlanLimits lim{st.tokens, st.num_seqs(), *std::max_element(st.ctx.begin(), st.ctx.end()), c.target, c.cascade,
+                   c.graph_splits};
+  plan.reserve(L.plan_shape(), lim);
+  if (c.graph_splits > 0) plan.build_graph_decode(st.num_seqs(), c.graph_splits);
+  else plan.build(st.fi());
+
+  // The reference: the same plan in float64.
+  std::vector<double> want(qn, std::nan("")), so(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size),
+      sl(size_t(plan.max_slabs()) * L.num_q_heads);
+  FiCpuParams<double> r;
+  r.query = q.data();
+  r.out = want.data();
+  r.cache = {cache.data(), c.kv_dtype, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size, ks, vs};
+  r.query_start_loc = st.qsl.data();
+  r.seq_lens = st.ctx.data();
+  r.block_tables = st.tables.data();
+  r.block_table_stride = st.stride;
+  r.num_seqs = st.num_seqs();
+  r.num_q_heads = L.num_q_heads;
+  r.plan = &plan;
+  r.slab_o = so.data();
+  r.slab_lse = sl.data();
+  fi_cpu_run(r);
+
+  DeviceBuf dq(qh.data(), qn * 2), dout(nullptr, qn * 2), dcache(cache.data(), cache.size()),
+      dqsl(st.qsl.data(), st.qsl.size() * 4), dlens(st.ctx.data(), st.ctx.size() * 4),
+      dtables(st.tables.data(), st.tables.size() * 4);
+  FiCudaParams p;
+  fi_cuda_plan_alloc(plan, L.num_q_heads, L.head_size, &p.plan);
+  fi_cuda_plan_upload(plan, &p.plan, nullptr);
+  p.q = dq.p;
+  p.out = dout.p;
+  p.dtype = c.dtype;
+  p.kv_cache = dcache.p;
+  p.kv_dtype = c.kv_dtype;
+  p.layout = L.layout;
+  p.num_q_heads = L.num_q_heads;
+  p.num_kv_heads = L.num_kv_heads;
+  p.head_size = L.head_size;
+  p.block_size = L.block_size;
+  p.sliding_window = L.window;
+  p.causal = L.causal;
+  p.k_scale = ks;
+  p.v_scale = vs;
+  p.query_start_loc = static_cast<const int32_t*>(dqsl.p);
+  p.seq_lens = static_cast<const int32_t*>(dlens.p);
+  p.block_tables = static_cast<const int32_t*>(dtables.p);
+  p.block_table_stride = st.stride;
+  std::vector<uint16_t> got(qn), again(qn);
+  for (auto* dst : {&got, &again}) {
+    EXPECT_EQ(cudaMemset(dout.p, 0xff, qn * 2), cudaSuccess);
+    fi_cuda_run(p, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dst->data(), dout.p, qn * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  fi_cuda_plan_free(&p.plan);
+  EXPECT_EQ(std::memcmp(got.data(), again.data(), qn * 2), 0) << "a relaunch computes other bits";
+  double worst = 0;
+  for (size_t i = 0; i < qn; ++i) {
+    const double x = load_as_f32(got.data(), c.dtype, i);
+    if (!std::isfinite(x)) return INFINITY;  // unwritten (poison) or broken
+    worst = std::max(worst, std::abs(x - want[i]));
+  }
+  return worst;
+}
+
+// The output is a convex combination of values of magnitude <= 1 (fp8: <= 1.125, e5m2 rounding by up to 2^-3),
+// rounded once to the output dtype (half an ulp: 2^-9 bf16, 2^-12 fp16, at magnitude < 1 the ulp is at most
+// 2^-8 / 2^-11); the float32 arithmetic (expf and logf within a few ulps, inside the factor 2) stays within
+// fi_test::tolerance at float32 roundoff, scaled by |k| |v| <= 1.27 for fp8.
+double tolerance(const Case& c) {
+  const double out_ulp = c.dtype == DType::kBF16 ? 0x1p-8 : 0x1p-11;
+  int max_ctx = *std::max_element(c.spec.ctx.begin(), c.spec.ctx.end());
+  return out_ulp + 2 * 1.27 * fi_test::tolerance(c.layer.head_size, max_ctx, fi_test::kU32);
+}
+
+void check(const Case& c, uint64_t seed) {
+  const double err = run_case(c, seed);
+  EXPECT_LE(err, tolerance(c));
+  std::printf("[ flashinfer gpu ] heads %d/%d x %d, block %d %s, %s / kv %s%s%s: max err %.3g (tolerance %.3g)\n",
+              c.layer.num_q_heads, c.layer.num_kv_heads, c.layer.head_size, c.layer.block_size,
+              kv_layout_str(c.layer.layout), std::string(dtype_name(c.dtype)).c_str(),
+              std::string(dtype_name(c.kv_dtype)).c_str(), c.cascade ? ", cascade" : "",
+              c.graph_splits ? ", graph grid" : "", err, tolerance(c));
+}
+
+const StepSpec kMixed{{1, 1, 1, 1, 1, 1, 7, 17, 97, 33}, {1, 7, 17, 97, 513, 4099, 7, 17, 97, 4099}, {}, {}};
+
+TEST(FlashInferGpu, HeadSizesPagesLayoutsAndGqa) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 1;
+  for (int hd : {64, 128, 256, 512})
+    for (int bs : {1, 16, 64})
+      for (int gqa : {1, 4, 8}) {
+        Case c;
+        c.layer = {4 * gqa, 4, hd, bs, 0, true, (bs + gqa) % 2 ? KvLayout::kHND : KvLayout::kNHD};
+        c.spec = hd >= 256 ? StepSpec{{1, 1, 17, 7}, {97, 4099, 513, 7}, {}, {}} : kMixed;  // fewer reference flops
+        c.dtype = c.kv_dtype = hd == 128 ? DType::kF16 : DType::kBF16;
+        check(c, seed++);
+      }
+}
+
+TEST(FlashInferGpu, WindowNonCausalAndFp8) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 100;
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kF8E5M2})
+    for (int window : {0, 100})
+      for (bool causal : {true, false}) {
+        Case c;
+        c.layer = {16, 4, 128, 16, window, causal, KvLayout::kNHD};
+        c.spec = kMixed;
+        c.kv_dtype = kv;
+        check(c, seed++);
+      }
+}
+
+TEST(FlashInferGpu, CascadeAndCapturedGrid) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 17, 256}) {
+    Case c;
+    c.layer = {32, 8, 128, 16, 0, true, KvLayout::kHND};
+    c.cascade = true;
+    c.spec.group_keys = {4096};
+    for (int s = 0; s < n; ++s) c.spec.q_lens.push_back(1), c.spec.ctx.push_back(4096 + 1 + s % 97), c.spec.group.push_back(0);
+    check(c, uint64_t(n));
+  }
+  for (int splits : {1, 8, 32}) {
+    Case c;
+    c.layer = {32, 8, 128, 16, 0, true, KvLayout::kNHD};
+    c.spec = {{1, 1, 1, 1}, {1, 17, 513, 4099}, {}, {}};
+    c.graph_splits = splits;
+    check(c, uint64_t(300 + splits));
+  }
+}
+
+// The runner (not yet registered with the declaration) through the AttentionRunner interface: eager steps
+// with cascade, and a captured-decode runner whose one plan serves steps of any context; against dense
+// float64 attention over the same cache bytes.
+TEST(FlashInferGpu, RunnerEagerAndCaptured) {
+  SKIP_WITHOUT_GPU();
+  LayerShape shape;
+  shape.num_q_heads = 16, shape.num_kv_heads = 4, shape.head_size = 128, shape.block_size = 16;
+  shape.dtype = shape.kv_dtype = DType::kBF16;
+  const Layer L{16, 4, 128, 16, 0, true, KvLayout::kNHD};
+  for (int graph_batch : {0, 4}) {
+    RunnerOptions o;
+    o.cascade = graph_batch == 0;
+    auto runner = make_flashinfer_cuda_runner(shape, o);
+    runner->reserve({.max_tokens = 64, .max_seqs = 8, .max_model_len = 5000, .graph_batch = graph_batch});
+    if (graph_batch > 0) runner->plan({}, nullptr);  // once, at capture
+    for (int step = 0; step < 2; ++step) {
+      std::mt19937_64 rng(uint64_t(40 + step + graph_batch));
+      const StepSpec spec = graph_batch > 0 ? StepSpec{{1, 1, 1, 1}, {1 + step, 300, 2000 + step, 4099}, {}, {}}
+                                            : StepSpec{{1, 1, 9, 1}, {1200, 1300, 800, 97}, {0, 0, 0, -1}, {512}};
+      Step st = fi_test::make_step(spec, L.block_size, rng);
+      std::vector<float> f32 = fi_test::make_cache(L, st, rng);
+      std::vector<uint16_t> cache(f32.size());
+      for (size_t i = 0; i < f32.size(); ++i) store_from_f32(cache.data(), DType::kBF16, i, std::isnan(f32[i]) ? 0.0f : f32[i]);
+      const size_t qn = size_t(st.tokens) * L.num_q_heads * L.head_size;
+      std::vector<float> qf = fi_test::random_nonzero(qn, rng);
+      std::vector<uint16_t> qh(qn);
+      std::vector<double> q(qn);
+      for (size_t i = 0; i < qn; ++i) qh[i] = f32_to_bf16(qf[i]), q[i] = bf16_to_f32(qh[i]);
+      const FiCacheView view{cache.data(), DType::kBF16, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size};
+      const auto want = fi_test::dense_attention(L, st, q, view);
+      if (graph_batch == 0) {
+        AttentionBatch b{std::vector<int>(st.q_lens.begin(), st.q_lens.end()), std::vector<int>(st.ctx.begin(), st.ctx.end()),
+                         st.tables.data(), st.stride};
+        runner->plan(b, nullptr);
+      }
+      DeviceBuf dq(qh.data(), qn * 2), dout(nullptr, qn * 2), dcache(cache.data(), cache.size() * 2),
+          dqsl(st.qsl.data(), st.qsl.size() * 4), dlens(st.ctx.data(), st.ctx.size() * 4),
+          dtables(st.tables.data(), st.tables.size() * 4);
+      EXPECT_EQ(cudaMemset(dout.p, 0xff, qn * 2), cudaSuccess);
+      AttentionParams a;
+      a.q = dq.p, a.out = dout.p, a.kv_cache = dcache.p, a.num_blocks = st.num_blocks;
+      a.query_start_loc = static_cast<const int32_t*>(dqsl.p), a.seq_lens = static_cast<const int32_t*>(dlens.p);
+      a.block_tables = static_cast<const int32_t*>(dtables.p), a.block_table_stride = st.stride;
+      a.num_tokens = st.tokens, a.num_seqs = st.num_seqs();
+      runner->run(a, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> got(qn);
+      ASSERT_EQ(cudaMemcpy(got.data(), dout.p, qn * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      double worst = 0;
+      for (size_t i = 0; i < qn; ++i) {
+        const double x = bf16_to_f32(got[i]);
+        ASSERT_TRUE(std::isfinite(x)) << i;
+        worst = std::max(worst, std::abs(x - want[i]));
+      }
+      Case c;
+      c.layer = L;
+      c.spec = spec;
+      EXPECT_LE(worst, tolerance(c)) << "graph batch " << graph_batch << " step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
