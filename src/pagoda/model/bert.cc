@@ -68,6 +68,8 @@ void layer_norm(float* x, int64_t rows, int64_t h, const std::vector<float>& w, 
   });
 }
 
+constexpr int64_t kFfnRows = 128;  // rows per feed-forward chunk: [128, intermediate] floats (768 KiB for 1536)
+
 // y = epilogue(residual + x @ W^T + b) for m rows (x, y, residual contiguous).
 void linear(const float* x, const DenseWeights& w, float* y, int64_t m, ThreadPool* pool,
             const float* residual = nullptr, DenseEpilogue epilogue = DenseEpilogue::kNone) {
@@ -311,7 +313,7 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, std::
 
   runner->plan(AttentionBatch{std::vector<int>(lens.begin(), lens.end()), std::vector<int>(lens.begin(), lens.end())},
                nullptr);
-  std::vector<float> qkv(size_t(T * 3 * H)), attn(size_t(T * H)), inter(size_t(T * I));
+  std::vector<float> qkv(size_t(T * 3 * H)), attn(size_t(T * H)), inter(size_t(std::min(T, kFfnRows) * I));
   for (size_t l = 0; l < layers.size(); ++l) {
     const Layer& L = layers[l];
     linear(x.data(), L.qkv, qkv.data(), T, &pool);
@@ -335,8 +337,14 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, std::
     runner->run(ap, nullptr);
     linear(attn.data(), L.attn_out, x.data(), T, &pool, /*residual=*/x.data());
     layer_norm(x.data(), T, H, L.ln1_w, L.ln1_b, cfg.layer_norm_eps, &pool);
-    linear(x.data(), L.inter, inter.data(), T, &pool, nullptr, DenseEpilogue::kGeluErf);
-    linear(inter.data(), L.out, x.data(), T, &pool, /*residual=*/x.data());
+    // The feed-forward in chunks of rows, so a chunk's intermediate activations stay in cache between the
+    // two products instead of a [T, intermediate] buffer going through memory.
+    for (int64_t r0 = 0; r0 < T; r0 += kFfnRows) {
+      const int64_t rows = std::min(kFfnRows, T - r0);
+      float* xr = x.data() + r0 * H;
+      linear(xr, L.inter, inter.data(), rows, &pool, nullptr, DenseEpilogue::kGeluErf);
+      linear(inter.data(), L.out, xr, rows, &pool, /*residual=*/xr);
+    }
     layer_norm(x.data(), T, H, L.ln2_w, L.ln2_b, cfg.layer_norm_eps, &pool);
   }
 }

@@ -12,9 +12,9 @@ namespace {
 
 using dense::Tile;
 
-// A task is kBlockM rows of x against kBlockPanels panels of W: the panel (k x 32 floats, <= 192 KiB for
-// k <= 1536) stays in L2 while the block's row tiles pass over it, and small products still split into
-// enough tasks for the threads.
+// A task is kBlockM rows of x against kBlockPanels panels of W: the rows (<= 384 KiB for k <= 1536) and the
+// panel (k x 32 floats) stay in L2 while the block's row tiles pass over the panel, and small products still
+// split into enough tasks for the threads.
 constexpr int64_t kBlockM = 64;
 constexpr int64_t kBlockPanels = 2;
 
@@ -129,10 +129,11 @@ void dense_matmul(const DenseMatmulParams& p, ThreadPool* pool, DenseIsa isa) {
   }
   const int64_t num_mb = (p.m + kBlockM - 1) / kBlockM;
   const int64_t num_nb = (w.num_panels() + kBlockPanels - 1) / kBlockPanels;
-  // Task order: the row blocks of one panel group are consecutive, so a thread's run of tasks shares panels.
+  // Task order: the panel groups of one row block are consecutive, so a thread's run of tasks keeps its rows
+  // of x in L2 and streams W (megabytes, shared by all row blocks) rather than the activations (tens of MB).
   parallel_for(pool, num_mb * num_nb, 1, [&](int64_t tb, int64_t te) {
     for (int64_t task = tb; task < te; ++task) {
-      const int64_t nb = task / num_mb, mb = task % num_mb;
+      const int64_t mb = task / num_nb, nb = task % num_nb;
       const int64_t p0 = nb * kBlockPanels, p1 = std::min(w.num_panels(), p0 + kBlockPanels);
       const int64_t i0 = mb * kBlockM, i1 = std::min(p.m, i0 + kBlockM);
       for (int64_t pi = p0; pi < p1; ++pi) {
