@@ -1,7 +1,8 @@
 // Sentence embeddings on the CPU: pagoda's BERT encoder (model/bert.h) on a model folder, batches of B
 // sequences of exactly L tokens ([CLS], L - 2 random word-piece ids, [SEP]), repeated for at least
-// --min-time seconds. Prints one JSON line per (batch, length): embeddings/s and ms per batch, and embeddings
-// per second of the process's CPU time (all threads; steadier than wall time on a loaded machine).
+// --min-time seconds. Prints one JSON line per (batch, length): embeddings/s, ms per batch, embeddings per
+// second of the process's CPU time (all threads; steadier than wall time on a loaded machine) and the
+// forward pass's GFLOP/s.
 // bench/embed_bench.py runs it beside sentence-transformers on the same inputs and threads.
 //
 // usage: embed_bench --model DIR [--batches 1,32] [--lengths 16,128,512] [--threads N] [--min-time 2] [--seed 1]
@@ -85,10 +86,14 @@ int main(int argc, char** argv) {
         ++reps;
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       } while (elapsed < min_time);
+      // Multiply-adds x 2 of one sequence: the linear layers per token, attention's q.k and p.v per pair.
+      const pagoda::BertConfig& c = enc->config();
+      const double h = c.hidden_size, inter = c.intermediate_size;
+      const double flops = c.num_layers * (2.0 * L * (4 * h * h + 2 * h * inter) + 4.0 * L * L * h);
       std::printf("{\"engine\": \"pagoda\", \"batch\": %d, \"length\": %d, \"threads\": %d, \"embeddings_per_s\": %.2f, "
-                  "\"ms_per_batch\": %.3f, \"embeddings_per_cpu_s\": %.2f}\n",
+                  "\"ms_per_batch\": %.3f, \"embeddings_per_cpu_s\": %.2f, \"gflop_per_s\": %.1f}\n",
                   B, L, threads, double(B) * reps / elapsed, 1e3 * elapsed / reps,
-                  double(B) * reps / (process_cpu_seconds() - cpu0));
+                  double(B) * reps / (process_cpu_seconds() - cpu0), flops * B * reps / elapsed * 1e-9);
       std::fflush(stdout);
     }
   }
