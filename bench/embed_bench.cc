@@ -1,12 +1,15 @@
 // Sentence embeddings on the CPU: pagoda's BERT encoder (model/bert.h) on a model folder, batches of B
 // sequences of exactly L tokens ([CLS], L - 2 random word-piece ids, [SEP]), repeated for at least
-// --min-time seconds. Prints one JSON line per (batch, length): embeddings/s and ms per batch.
+// --min-time seconds. Prints one JSON line per (batch, length): embeddings/s, ms per batch, embeddings per
+// second of the process's CPU time (all threads; steadier than wall time on a loaded machine) and the
+// forward pass's GFLOP/s.
 // bench/embed_bench.py runs it beside sentence-transformers on the same inputs and threads.
 //
 // usage: embed_bench --model DIR [--batches 1,32] [--lengths 16,128,512] [--threads N] [--min-time 2] [--seed 1]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +18,12 @@
 #include "pagoda/model/bert.h"
 
 namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 std::vector<int> ints(const std::string& s) {
   std::vector<int> out;
@@ -69,6 +78,7 @@ int main(int argc, char** argv) {
       }
       enc->embed(seqs);  // warm-up
       int reps = 0;
+      const double cpu0 = process_cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();
       double elapsed = 0;
       do {
@@ -76,9 +86,14 @@ int main(int argc, char** argv) {
         ++reps;
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       } while (elapsed < min_time);
+      // Multiply-adds x 2 of one sequence: the linear layers per token, attention's q.k and p.v per pair.
+      const pagoda::BertConfig& c = enc->config();
+      const double h = c.hidden_size, inter = c.intermediate_size;
+      const double flops = c.num_layers * (2.0 * L * (4 * h * h + 2 * h * inter) + 4.0 * L * L * h);
       std::printf("{\"engine\": \"pagoda\", \"batch\": %d, \"length\": %d, \"threads\": %d, \"embeddings_per_s\": %.2f, "
-                  "\"ms_per_batch\": %.3f}\n",
-                  B, L, threads, double(B) * reps / elapsed, 1e3 * elapsed / reps);
+                  "\"ms_per_batch\": %.3f, \"embeddings_per_cpu_s\": %.2f, \"gflop_per_s\": %.1f}\n",
+                  B, L, threads, double(B) * reps / elapsed, 1e3 * elapsed / reps,
+                  double(B) * reps / (process_cpu_seconds() - cpu0), flops * B * reps / elapsed * 1e-9);
       std::fflush(stdout);
     }
   }

@@ -33,6 +33,7 @@ struct Case {
   DType dtype = DType::kF32;
   int window = 0;
   float k_scale = 1.0f, v_scale = 1.0f;
+  bool causal = true;  // false: every query sees the whole context (encoders)
 };
 
 std::vector<float> random_nonzero(size_t n, std::mt19937_64& rng) {
@@ -52,7 +53,7 @@ float quantized(float x, DType t, float scale) {
 
 std::string describe(const Case& c) {
   std::string s = str_cat("hd ", c.head_size, " bs ", c.block_size, " heads ", c.num_q_heads, "/", c.num_kv_heads, " ",
-                          dtype_name(c.dtype), " window ", c.window, " seqs");
+                          dtype_name(c.dtype), " window ", c.window, c.causal ? "" : " non-causal", " seqs");
   for (auto& q : c.seqs) s += str_cat(" (", q.ctx, ",", q.q_len, ")");
   return s;
 }
@@ -150,6 +151,7 @@ void run_case(const Case& c, uint64_t seed) {
   p.head_size = hd;
   p.block_size = bs;
   p.sliding_window = c.window;
+  p.causal = c.causal;
   // Two threads, as the model runner does.
   p.parallel_for = [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
     std::thread t([&] { body(0, n / 2); });
@@ -173,13 +175,14 @@ void run_case(const Case& c, uint64_t seed) {
     for (int i = 0; i < q.q_len; ++i) {
       const int pos = q.ctx - q.q_len + i;
       const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      const int hi = c.causal ? pos : q.ctx - 1;  // inclusive
       const int t = qsl[size_t(s)] + i;
       for (int h = 0; h < nq; ++h) {
         const int g = h / group;
         const float* qv = query.data() + size_t((t * nq + h) * hd);
         std::vector<double> sc;
         double m = -1e300, s_abs_max = 0, vmax = 0;
-        for (int j = lo; j <= pos; ++j) {
+        for (int j = lo; j <= hi; ++j) {
           double dotv = 0, dabs = 0;
           for (int d = 0; d < hd; ++d) {
             const double kv = Kq[size_t(s)][size_t((j * nkv + g) * hd + d)];
@@ -203,7 +206,7 @@ void run_case(const Case& c, uint64_t seed) {
         const double tol = vmax * (2 * ds + (2 * L + 16) * kU);
         for (int d = 0; d < hd; ++d) {
           double ref = 0;
-          for (int j = lo; j <= pos; ++j)
+          for (int j = lo; j <= hi; ++j)
             ref += sc[size_t(j - lo)] * Vq[size_t(s)][size_t((j * nkv + g) * hd + d)];
           ref /= l;
           const float got = out[size_t((t * nq + h) * hd + d)];
@@ -249,6 +252,19 @@ TEST(CpuAttn, CacheDtypes) {
 
 TEST(CpuAttn, SlidingWindow) {
   for (int window : {1, 8, 100}) run_case({64, 16, 8, 2, {{7, 7}, {97, 97}, {300, 1}, {300, 25}}, DType::kF32, window}, 300);
+}
+
+// Encoder attention: whole prompts, every query sees every key of its sequence (all-MiniLM-L6-v2's shape:
+// head size 32, 12 heads, block 128), and with GQA, a small block and a window.
+TEST(CpuAttn, NonCausal) {
+  Case c{32, 128, 12, 12, {{1, 1}, {16, 16}, {130, 130}, {512, 512}}};
+  c.causal = false;
+  run_case(c, 400);
+  Case g{64, 16, 8, 2, {{7, 7}, {97, 97}, {40, 13}}};
+  g.causal = false;
+  run_case(g, 401);
+  g.window = 20;
+  run_case(g, 402);
 }
 
 TEST(CpuAttn, RejectsBadMetadata) {

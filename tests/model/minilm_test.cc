@@ -113,10 +113,31 @@ TEST(MiniLm, EmbeddingsMatchSentenceTransformers) {
   }
   std::printf("all-MiniLM-L6-v2 vs sentence-transformers: %zu sentences, min cosine %.9f, max abs error %.3g\n",
               got.size(), worst_cos, worst_abs);
-  for (size_t i : {size_t(0), got.size() - 1}) {
-    const std::vector<std::vector<float>> alone = enc->embed({seqs[i]});
-    EXPECT_EQ(alone[0], got[i]) << "case " << i << " alone differs from its batched result";
+}
+
+// Batch invariance: every sentence's embedding is bitwise equal alone and inside batches of other sentences
+// (all of them; a reordered half), with 1 or 2 threads.
+TEST(MiniLm, EmbeddingsAreBitwiseEqualAloneAndBatched) {
+  SKIP_WITHOUT_MINILM();
+  std::vector<std::vector<int>> seqs;
+  for (const auto& c : reference()["cases"]) seqs.push_back(c["ids"].get<std::vector<int>>());
+  const auto enc2 = BertEncoder::load(minilm_dir(), 2);
+  const auto enc1 = BertEncoder::load(minilm_dir(), 1);
+  const std::vector<std::vector<float>> all = enc2->embed(seqs);
+  std::vector<std::vector<int>> half;
+  std::vector<size_t> half_index;
+  for (size_t i = seqs.size(); i-- > 0;)
+    if (i % 2 == 1) {
+      half.push_back(seqs[i]);
+      half_index.push_back(i);
+    }
+  const std::vector<std::vector<float>> some = enc1->embed(half);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::vector<std::vector<float>> alone = (i % 3 == 0 ? enc1 : enc2)->embed({seqs[i]});
+    EXPECT_EQ(alone[0], all[i]) << "case " << i << " (" << seqs[i].size() << " tokens) alone differs from the batch";
   }
+  for (size_t h = 0; h < half.size(); ++h)
+    EXPECT_EQ(some[h], all[half_index[h]]) << "case " << half_index[h] << " differs between two batches";
 }
 
 TEST(MiniLm, RefusesOverlongAndBadIds) {

@@ -15,7 +15,7 @@
 #include "pagoda/core/read_file.h"
 #include "pagoda/model/safetensors.h"
 #include "pagoda/ops/convert.h"
-#include "pagoda/ops/gemm.h"
+#include "pagoda/ops/dense_gemm.h"
 #include "pagoda/ops/thread_pool.h"
 
 namespace pagoda {
@@ -46,15 +46,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-struct Linear {
-  std::vector<float> w;  // [n, k]
-  std::vector<float> b;  // [n]
-  int64_t n = 0, k = 0;
-};
-
 struct Layer {
-  Linear qkv;  // query, key and value stacked: [3 * hidden, hidden]
-  Linear attn_out, inter, out;
+  DenseWeights qkv;  // query, key and value stacked: [3 * hidden, hidden]
+  DenseWeights attn_out, inter, out;
   std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
 };
 
@@ -74,17 +68,19 @@ void layer_norm(float* x, int64_t rows, int64_t h, const std::vector<float>& w, 
   });
 }
 
-void linear(const float* x, const Linear& l, float* y, int64_t m, ThreadPool* pool) {
-  MatmulParams p;
+constexpr int64_t kFfnRows = 128;  // rows per feed-forward chunk: [128, intermediate] floats (768 KiB for 1536)
+
+// y = epilogue(residual + x @ W^T + b) for m rows (x, y, residual contiguous).
+void linear(const float* x, const DenseWeights& w, float* y, int64_t m, ThreadPool* pool,
+            const float* residual = nullptr, DenseEpilogue epilogue = DenseEpilogue::kNone) {
+  DenseMatmulParams p;
   p.x = x;
-  p.w = l.w.data();
-  p.w_dtype = DType::kF32;
-  p.bias = l.b.data();
+  p.w = &w;
+  p.residual = residual;
+  p.epilogue = epilogue;
   p.y = y;
   p.m = m;
-  p.n = l.n;
-  p.k = l.k;
-  matmul(p, pool);
+  dense_matmul(p, pool);
 }
 
 }  // namespace
@@ -228,16 +224,17 @@ std::unique_ptr<BertEncoder> BertEncoder::load(const fs::path& folder, const Ber
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "encoder.layer." + std::to_string(l) + ".";
     Layer L;
-    L.qkv.n = 3 * H;
-    L.qkv.k = H;
+    std::vector<float> qkv_w, qkv_b;
     for (const char* part : {"query", "key", "value"}) {
       std::vector<float> w = tensor(p + "attention.self." + part + ".weight", {H, H});
       std::vector<float> b = tensor(p + "attention.self." + part + ".bias", {H});
-      L.qkv.w.insert(L.qkv.w.end(), w.begin(), w.end());
-      L.qkv.b.insert(L.qkv.b.end(), b.begin(), b.end());
+      qkv_w.insert(qkv_w.end(), w.begin(), w.end());
+      qkv_b.insert(qkv_b.end(), b.begin(), b.end());
     }
+    L.qkv = dense_pack(qkv_w.data(), qkv_b.data(), 3 * H, H);
     auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-      return Linear{tensor(name + ".weight", {n, k}), tensor(name + ".bias", {n}), n, k};
+      const std::vector<float> w = tensor(name + ".weight", {n, k}), b = tensor(name + ".bias", {n});
+      return dense_pack(w.data(), b.data(), n, k);
     };
     L.attn_out = lin(p + "attention.output.dense", H, H);
     L.ln1_w = tensor(p + "attention.output.LayerNorm.weight", {H});
@@ -347,7 +344,7 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, const
 
   runner->plan(AttentionBatch{std::vector<int>(lens.begin(), lens.end()), std::vector<int>(lens.begin(), lens.end())},
                nullptr);
-  std::vector<float> qkv(size_t(T * 3 * H)), attn(size_t(T * H)), tmp(size_t(T * H)), inter(size_t(T * I));
+  std::vector<float> qkv(size_t(T * 3 * H)), attn(size_t(T * H)), inter(size_t(std::min(T, kFfnRows) * I));
   for (size_t l = 0; l < layers.size(); ++l) {
     const Layer& L = layers[l];
     linear(x.data(), L.qkv, qkv.data(), T, &pool);
@@ -369,18 +366,16 @@ void BertEncoder::Impl::forward(const std::vector<std::vector<int>>& seqs, const
     ap.num_tokens = int(T);
     ap.num_seqs = S;
     runner->run(ap, nullptr);
-    linear(attn.data(), L.attn_out, tmp.data(), T, &pool);
-    for (int64_t i = 0; i < T * H; ++i) x[size_t(i)] += tmp[size_t(i)];
+    linear(attn.data(), L.attn_out, x.data(), T, &pool, /*residual=*/x.data());
     layer_norm(x.data(), T, H, L.ln1_w, L.ln1_b, cfg.layer_norm_eps, &pool);
-    linear(x.data(), L.inter, inter.data(), T, &pool);
-    parallel_for(&pool, T * I, 4096, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) {
-        const float v = inter[size_t(i)];
-        inter[size_t(i)] = 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
-      }
-    });
-    linear(inter.data(), L.out, tmp.data(), T, &pool);
-    for (int64_t i = 0; i < T * H; ++i) x[size_t(i)] += tmp[size_t(i)];
+    // The feed-forward in chunks of rows, so a chunk's intermediate activations stay in cache between the
+    // two products instead of a [T, intermediate] buffer going through memory.
+    for (int64_t r0 = 0; r0 < T; r0 += kFfnRows) {
+      const int64_t rows = std::min(kFfnRows, T - r0);
+      float* xr = x.data() + r0 * H;
+      linear(xr, L.inter, inter.data(), rows, &pool, nullptr, DenseEpilogue::kGeluErf);
+      linear(inter.data(), L.out, xr, rows, &pool, /*residual=*/xr);
+    }
     layer_norm(x.data(), T, H, L.ln2_w, L.ln2_b, cfg.layer_norm_eps, &pool);
   }
 }

@@ -8,34 +8,12 @@
 
 #include "pagoda/core/error.h"
 
-// Same dispatch scheme as ops/simd.h (kept local: this backend links only pagoda_core).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CPU_ATTN_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define CPU_ATTN_MULTIVERSION
-#endif
-
 namespace pagoda {
 namespace {
 
-typedef float v8f __attribute__((vector_size(32)));
-
-inline __attribute__((always_inline)) float dot(const float* a, const float* b, int n) {
-  v8f acc = {};
-  const int n8 = n & ~7;
-  for (int i = 0; i < n8; i += 8) {
-    v8f x, y;
-    std::memcpy(&x, a + i, sizeof x);
-    std::memcpy(&y, b + i, sizeof y);
-    acc += x * y;
-  }
-  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (int i = n8; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Query tokens of one sequence handled together, so each K/V block is converted once for all of them.
-constexpr int kQueryTile = 16;
+// Query tokens of one sequence handled together, so each K/V block is converted and K transposed once for
+// all of them.
+constexpr int kQueryTile = 32;
 
 struct WorkItem {
   int seq;
@@ -45,9 +23,11 @@ struct WorkItem {
 
 struct Scratch {
   std::vector<float> k, v;      // [block_size, head_size] converted rows
+  std::vector<float> kt;        // [head_size, padded block size]: K of the block transposed
   std::vector<float> m, l;      // [rows] running max and denominator
   std::vector<float> acc;       // [rows, head_size] running numerator
-  std::vector<float> scores;    // [block_size]
+  std::vector<float> scores;    // [rows, padded block size]: scores, then weights
+  std::vector<int> j0, j1;      // [rows] the block offsets a row sees
 };
 
 float decode_elem(const uint8_t* base, DType t, int64_t i) { return load_as_f32(base, t, size_t(i)); }
@@ -130,85 +110,27 @@ void load_block(const CpuAttnParams& p, int64_t block, int kv_head, int o0, int 
   *ld = hd;
 }
 
-CPU_ATTN_MULTIVERSION void run_item(const CpuAttnParams& p, const WorkItem& w, float scale, Scratch& s) {
-  const int hd = p.head_size;
-  const int bs = p.block_size;
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int32_t q0 = p.query_start_loc[w.seq];
-  const int32_t q_len = p.query_start_loc[w.seq + 1] - q0;
-  const int32_t first_pos = p.seq_lens[w.seq] - q_len;  // position of the sequence's first query token
-  const int ntok = w.t_end - w.t_begin;
-  const int rows = ntok * group;
-  const int64_t q_stride = p.query_stride ? p.query_stride : int64_t(p.num_q_heads) * hd;
-  const int64_t o_stride = p.out_stride ? p.out_stride : int64_t(p.num_q_heads) * hd;
+// The kernel, compiled twice: for AVX2 and for the baseline. GCC vector code must be compiled for its target
+// from the start (a clone of baseline code keeps its element-by-element vector construction), hence the
+// include; -ffp-contract=off keeps the two rounding identically.
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "pagoda/attention/cpu_attn/cpu_attn_item.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+namespace generic {
+#include "pagoda/attention/cpu_attn/cpu_attn_item.inc"
+}  // namespace generic
 
-  s.m.assign(size_t(rows), -std::numeric_limits<float>::infinity());
-  s.l.assign(size_t(rows), 0.0f);
-  s.acc.assign(size_t(rows) * size_t(hd), 0.0f);
-  if (p.cache_dtype != DType::kF32) {
-    s.k.resize(size_t(bs) * size_t(hd));
-    s.v.resize(size_t(bs) * size_t(hd));
-  }
-  s.scores.resize(size_t(bs));
-
-  auto pos_of = [&](int32_t t) { return first_pos + (t - q0); };
-  auto lo_of = [&](int32_t pos) { return p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0; };
-  const int32_t k_lo = lo_of(pos_of(w.t_begin));
-  // Causal: a query sees keys up to its own position; otherwise every key of the sequence.
-  auto hi_of = [&](int32_t pos) { return p.causal ? pos : p.seq_lens[w.seq] - 1; };  // inclusive
-  const int32_t k_hi = hi_of(pos_of(w.t_end - 1));
-
-  for (int32_t b = k_lo / bs; b <= k_hi / bs; ++b) {
-    const int64_t block = p.block_tables[int64_t(w.seq) * p.max_blocks_per_seq + b];
-    const int32_t base = b * bs;
-    const int o0 = std::max(k_lo, base) - base;
-    const int o1 = std::min(k_hi + 1, base + bs) - base;
-    const float* kb;
-    const float* vb;
-    int64_t ld;
-    load_block(p, block, w.kv_head, o0, o1, s, &kb, &vb, &ld);
-    for (int ti = 0; ti < ntok; ++ti) {
-      const int32_t t = w.t_begin + ti;
-      const int32_t pos = pos_of(t);
-      const int j0 = std::max(lo_of(pos), base + o0) - base;  // block offsets [j0, j1)
-      const int j1 = std::min(hi_of(pos) + 1, base + o1) - base;
-      if (j0 >= j1) continue;
-      for (int g = 0; g < group; ++g) {
-        const int h = w.kv_head * group + g;
-        const int r = ti * group + g;
-        const float* q = p.query + int64_t(t) * q_stride + int64_t(h) * hd;
-        float bmax = -std::numeric_limits<float>::infinity();
-        for (int j = j0; j < j1; ++j) {
-          const float sc = dot(q, kb + int64_t(j - o0) * ld, hd) * scale;
-          s.scores[size_t(j)] = sc;
-          bmax = std::max(bmax, sc);
-        }
-        const float m_new = std::max(s.m[size_t(r)], bmax);
-        const float corr = std::exp(s.m[size_t(r)] - m_new);
-        float* acc = s.acc.data() + size_t(r) * size_t(hd);
-        float l = s.l[size_t(r)] * corr;
-        if (corr != 1.0f)
-          for (int d = 0; d < hd; ++d) acc[d] *= corr;
-        for (int j = j0; j < j1; ++j) {
-          const float pj = std::exp(s.scores[size_t(j)] - m_new);
-          l += pj;
-          const float* vr = vb + int64_t(j - o0) * ld;
-          for (int d = 0; d < hd; ++d) acc[d] += pj * vr[d];
-        }
-        s.l[size_t(r)] = l;
-        s.m[size_t(r)] = m_new;
-      }
-    }
-  }
-  for (int ti = 0; ti < ntok; ++ti)
-    for (int g = 0; g < group; ++g) {
-      const int r = ti * group + g;
-      const int h = w.kv_head * group + g;
-      float* o = p.out + int64_t(w.t_begin + ti) * o_stride + int64_t(h) * hd;
-      const float inv = 1.0f / s.l[size_t(r)];  // l >= 1: every query sees at least its own key
-      const float* acc = s.acc.data() + size_t(r) * size_t(hd);
-      for (int d = 0; d < hd; ++d) o[d] = acc[d] * inv;
-    }
+using RunItem = void (*)(const CpuAttnParams&, const WorkItem&, float, Scratch&);
+RunItem pick_run_item() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2")) return avx2::run_item;
+#endif
+  return generic::run_item;
 }
 
 bool cache_dtype_ok(DType t) {
@@ -289,6 +211,7 @@ void cpu_attn_forward(const CpuAttnParams& p) {
   const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_size));
   auto body = [&](int64_t b, int64_t e) {
     thread_local Scratch scratch;
+    static const RunItem run_item = pick_run_item();
     for (int64_t i = b; i < e; ++i) run_item(p, items[size_t(i)], scale, scratch);
   };
   if (p.parallel_for) p.parallel_for(int64_t(items.size()), body);
