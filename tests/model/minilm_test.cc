@@ -164,7 +164,7 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Concurrent callers go through the scheduler: steps never exceed --max-num-seqs or the token budget, every
 // caller gets exactly the vector the encoder computes for its sequence alone (a sequence never sees the rest
-// of its step, and the encoder is batch invariant), and the blocks all come back.
+// of its step, and the encoder is batch invariant), and a caller's many sequences come back in its order.
 TEST(MiniLmEmbedder, ConcurrentCallersShareScheduledSteps) {
   SKIP_WITHOUT_MINILM();
   std::vector<std::vector<int>> ids;
