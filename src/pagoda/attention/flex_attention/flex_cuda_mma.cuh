@@ -18,6 +18,7 @@
 
 #include "pagoda/attention/cuda_ok.h"
 #include "pagoda/attention/device_common.cuh"
+#include "pagoda/attention/mma_sm80.cuh"
 #include "pagoda/attention/flex_attention/flex_cuda_kernel.cuh"
 #include "pagoda/core/cuda_convert.cuh"
 
@@ -25,7 +26,13 @@ namespace pagoda::flex_detail {
 namespace mma {
 
 using attention_device::cp_async_16;
+using attention_device::cp_async_commit;
+using attention_device::cp_async_wait;
+using attention_device::ldmatrix_x4;
+using attention_device::ldmatrix_x4_trans;
+using attention_device::mma16816;
 using attention_device::smem_u32;
+using attention_device::swz;
 using cuda_convert::pack2;
 
 // Keys per chunk: 64, or 32 at head size 256, where S of 64 keys beside O's 128 accumulators spills.
@@ -33,40 +40,6 @@ template <int D>
 constexpr int chunk_keys() { return D >= 256 ? 32 : 64; }
 constexpr int kStages = 2;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// One m16n8k16 product with float32 accumulation (the same instruction as the paged kernels').
-template <typename T>
-__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// Swizzled position of 16-byte chunk c of row r (CH chunks per row): conflict-free ldmatrix.
-template <int CH>
-__device__ __forceinline__ int swz(int r, int c) {
-  constexpr int kSw = CH >= 8 ? 8 : CH;
-  return r * CH + (c ^ (r % kSw));
-}
 
 template <int D>
 constexpr size_t smem_bytes() {

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "pagoda/attention/device_common.cuh"
+#include "pagoda/attention/mma_sm80.cuh"
 #include "pagoda/attention/paged/split_kv_merge.cuh"
 #include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/attention/paged/paged_attention_args.cuh"
@@ -23,49 +24,18 @@
 namespace pagoda::paged_detail {
 
 using attention_device::cp_async_16;
-using cuda_convert::pack2;
+using attention_device::cp_async_commit;
+using attention_device::cp_async_wait;
+using attention_device::ldmatrix_x4;
+using attention_device::ldmatrix_x4_trans;
+using attention_device::mma16816;
 using attention_device::smem_u32;
+using attention_device::swz;
+using cuda_convert::pack2;
 
 struct KvSame {};
 struct KvE4M3 {};
 struct KvE5M2 {};
-
-template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-template <> struct Mma<__half> {
-  __device__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// Swizzled position of 16-byte chunk c of row r (CH chunks per row): conflict-free ldmatrix.
-template <int CH>
-__device__ __forceinline__ int swz(int r, int c) {
-  constexpr int kSw = CH >= 8 ? 8 : CH;
-  return r * CH + (c ^ (r % kSw));
-}
 
 // 8 fp8 values of the Kv kind (8 bytes) to 8 elements of T (exact).
 template <typename T, typename Kv>
@@ -435,8 +405,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       for (int nn = 0; nn < kNT / 2; ++nn) {
         uint32_t b[4];
         ldmatrix_x4(b, &k_s[swz<CH>(koff + nn * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2)]);
-        Mma<T>::run(s[2 * nn], a, b);
-        Mma<T>::run(s[2 * nn + 1], a, b + 2);
+        mma16816<T>(s[2 * nn], a, b);
+        mma16816<T>(s[2 * nn + 1], a, b + 2);
       }
     }
     // Scale, soft-cap, ALiBi, mask; online softmax (log2 domain).
@@ -511,8 +481,8 @@ __device__ __forceinline__ void attention_tile(const KernelArgs& args, uint4* sm
       for (int dd = 0; dd < D / 16; ++dd) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, &v_s[swz<CH>(koff + kk * 16 + ((lane / 8) % 2) * 8 + (lane % 8), dd * 2 + lane / 16)]);
-        Mma<T>::run(acc[2 * dd], a, b);
-        Mma<T>::run(acc[2 * dd + 1], a, b + 2);
+        mma16816<T>(acc[2 * dd], a, b);
+        mma16816<T>(acc[2 * dd + 1], a, b + 2);
       }
     }
     // The stage is overwritten by a later load (by this warp alone in the key-split body).
