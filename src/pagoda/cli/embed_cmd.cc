@@ -14,17 +14,12 @@
 
 namespace pagoda {
 
-// A model folder, or the name of a folder in pagoda's model cache (all-MiniLM-L6-v2 after
-// scripts/fetch-models.sh). Throws a config error when neither holds an encoder's config.json.
+// find_embedding_model(), or a config error naming what `model` should be.
 std::filesystem::path resolve_embedding_model(const std::string& model) {
-  std::error_code ec;
-  std::filesystem::path p(model);
-  if (!std::filesystem::is_directory(p, ec)) p = model_cache_dir() / model;
-  if (!is_embedding_model_folder(p))
-    throw_config_error("'", model, "' is not an embedding model: give a folder with the config.json of a BERT-family "
-                       "encoder (or the name of one in ", model_cache_dir().string(), ", e.g. all-MiniLM-L6-v2 after `",
-                       kFetchModelsCommand, "`)");
-  return p;
+  if (const std::optional<std::filesystem::path> p = find_embedding_model(model)) return *p;
+  throw_config_error("'", model, "' is not an embedding model: give a folder with the config.json of a BERT-family "
+                     "encoder (or the name of one in ", model_cache_dir().string(), ", e.g. all-MiniLM-L6-v2 after `",
+                     kFetchModelsCommand, "`)");
 }
 
 int run_embed(const std::vector<std::string>& raw) {

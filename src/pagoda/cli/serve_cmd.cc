@@ -24,19 +24,6 @@
 
 namespace pagoda {
 
-namespace {
-
-// The folder of an encoder model `model` names (a path, or a name in the model cache), else nullopt.
-std::optional<std::filesystem::path> embedding_model_folder(const std::string& model) {
-  if (model.empty()) return std::nullopt;
-  std::error_code ec;
-  for (const std::filesystem::path& p : {std::filesystem::path(model), model_cache_dir() / model})
-    if (std::filesystem::is_directory(p, ec) && is_embedding_model_folder(p)) return p;
-  return std::nullopt;
-}
-
-}  // namespace
-
 int run_serve(const std::vector<std::string>& raw) {
   apply_early_log_level(raw);
   EngineArgs args;
@@ -102,7 +89,7 @@ int run_serve(const std::vector<std::string>& raw) {
   std::unique_ptr<EngineSetup> e;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ApiServer> api_server;
-  if (const std::optional<std::filesystem::path> enc = embedding_model_folder(args.model.model)) {
+  if (const std::optional<std::filesystem::path> enc = find_embedding_model(args.model.model)) {
     embedder = std::make_unique<Embedder>(*enc, embedder_options_from_args(args, v));
     opts.attention_backend = embedder->encoder().attention_backend();
     embedding_server = std::make_unique<EmbeddingServer>(*embedder, opts);

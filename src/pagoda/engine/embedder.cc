@@ -10,6 +10,7 @@
 #include "pagoda/config/engine_args.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/model/builtin_models.h"
 
 namespace pagoda {
 
@@ -20,6 +21,14 @@ bool is_embedding_model_folder(const std::filesystem::path& folder) {
   std::ifstream in(cfg);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   return is_bert_config(j);
+}
+
+std::optional<std::filesystem::path> find_embedding_model(const std::string& model) {
+  if (model.empty()) return std::nullopt;
+  std::error_code ec;
+  for (const std::filesystem::path& p : {std::filesystem::path(model), model_cache_dir() / model})
+    if (std::filesystem::is_directory(p, ec) && is_embedding_model_folder(p)) return p;
+  return std::nullopt;
 }
 
 EmbedderOptions embedder_options_from_args(const EngineArgs& args, const ValidatedArgs& validated) {
@@ -76,28 +85,26 @@ Embedder::Embedder(const std::filesystem::path& folder, const EmbedderOptions& o
     throw_config_error("--max-model-len ", options.max_model_len, " is outside 1..", positions,
                        " for this encoder (its position table)");
   max_tokens_ = options.max_model_len > 0 ? options.max_model_len : encoder_->max_tokens_per_sequence();
-  if (options.max_num_seqs < 1) throw_config_error("--max-num-seqs must be positive, got ", options.max_num_seqs);
-  max_num_seqs_ = options.max_num_seqs;
-  max_num_batched_tokens_ = options.max_num_batched_tokens > 0 ? options.max_num_batched_tokens : std::max(8192, max_tokens_);
+  SchedulerConfig sc;
+  sc.max_num_seqs = options.max_num_seqs;
+  sc.max_num_batched_tokens = options.max_num_batched_tokens > 0 ? options.max_num_batched_tokens : std::max(8192, max_tokens_);
   // Every sequence is computed whole in one step, so one step must hold the longest (vLLM's rule for models
   // without chunked prefill).
-  if (max_num_batched_tokens_ < max_tokens_)
-    throw_config_error("--max-num-batched-tokens ", max_num_batched_tokens_, " is below the longest sequence, ", max_tokens_,
+  if (sc.max_num_batched_tokens < max_tokens_)
+    throw_config_error("--max-num-batched-tokens ", sc.max_num_batched_tokens, " is below the longest sequence, ", max_tokens_,
                        " tokens: an encoder computes a sequence in one step (lower --max-model-len or raise it)");
-  SchedulerConfig sc;
-  sc.max_num_seqs = max_num_seqs_;
-  sc.max_num_batched_tokens = max_num_batched_tokens_;
   sc.enable_chunked_prefill = false;
   sc.enable_prefix_caching = false;
   sc.max_model_len = max_tokens_ + 1;  // the scheduler's room for one generated token, which an encoder never makes
   sc.block_size = encoder_->block_size();
   // A full step: its tokens, plus at most one partly filled block per sequence.
-  sc.num_blocks = int32_t((int64_t(max_num_batched_tokens_) + sc.block_size - 1) / sc.block_size + max_num_seqs_);
-  scheduler_ = std::make_unique<Scheduler>(sc);
+  sc.num_blocks = int32_t((int64_t(sc.max_num_batched_tokens) + sc.block_size - 1) / sc.block_size +
+                          std::max(sc.max_num_seqs, 0));
+  scheduler_ = std::make_unique<Scheduler>(sc);  // refuses a non-positive --max-num-seqs
   // Uninitialized: the pages of blocks no step reaches are never touched (each step writes its K/V first).
   const int64_t cache_floats = int64_t(sc.num_blocks) * encoder_->kv_block_floats();
   kv_cache_.reset(new float[size_t(cache_floats)]);
-  PAGODA_LOG_INFO("Embedding scheduler: max_num_seqs=", max_num_seqs_, ", max_num_batched_tokens=", max_num_batched_tokens_,
+  PAGODA_LOG_INFO("Embedding scheduler: max_num_seqs=", sc.max_num_seqs, ", max_num_batched_tokens=", sc.max_num_batched_tokens,
                   ", max_model_len=", max_tokens_, ", KV cache of one step: ", sc.num_blocks, " blocks of ", sc.block_size,
                   " tokens (at most ", (cache_floats * int64_t(sizeof(float))) >> 20, " MiB)");
   thread_ = std::thread([this] { worker(); });
@@ -175,6 +182,7 @@ void Embedder::worker() {
     // The cache holds a full step and nothing outlives a step, so the head of the queue is always admitted.
     PAGODA_CHECK(!out.empty(), "embedding scheduler: ", scheduler_->num_waiting(), " waiting requests and no step");
     std::vector<std::vector<int>> batch;
+    std::vector<std::span<const BlockId>> step_tables;
     int stride = 1;
     int64_t tokens = 0;
     for (const ScheduledChunk& c : out.chunks) {
@@ -183,13 +191,12 @@ void Embedder::worker() {
                    "embedding scheduler: request ", c.id, " was split (chunked prefill is off)");
       batch.push_back(o.job->sequences[o.index]);
       tokens += c.num_tokens;
-      stride = std::max(stride, int(scheduler_->kv_cache().block_table(c.id).size()));
+      step_tables.push_back(scheduler_->kv_cache().block_table(c.id));
+      stride = std::max(stride, int(step_tables.back().size()));
     }
     std::vector<int32_t> tables(out.chunks.size() * size_t(stride), 0);
-    for (size_t i = 0; i < out.chunks.size(); ++i) {
-      const std::span<const BlockId> t = scheduler_->kv_cache().block_table(out.chunks[i].id);
-      std::copy(t.begin(), t.end(), tables.begin() + long(i * size_t(stride)));
-    }
+    for (size_t i = 0; i < step_tables.size(); ++i)
+      std::copy(step_tables[i].begin(), step_tables[i].end(), tables.begin() + long(i * size_t(stride)));
     EncoderStepBlocks blocks;
     blocks.cache = kv_cache_.get();
     blocks.num_blocks = scheduler_->kv_cache().num_blocks();

@@ -15,6 +15,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,9 @@ struct ValidatedArgs;
 
 // True when `folder` holds a config.json of an encoder model the Embedder runs.
 bool is_embedding_model_folder(const std::filesystem::path& folder);
+// The folder of the encoder model `model` names: a path, or a folder's name in pagoda's model cache
+// (all-MiniLM-L6-v2 after scripts/fetch-models.sh); nullopt when neither holds one.
+std::optional<std::filesystem::path> find_embedding_model(const std::string& model);
 
 struct EmbedderOptions {
   BertLoadOptions encoder;          // threads and attention settings
@@ -66,8 +70,6 @@ class Embedder {
   int dimensions() const { return encoder_->dimensions(); }
   // The longest sequence embed() takes, and the one tokenize() truncates to.
   int max_tokens() const { return max_tokens_; }
-  int max_num_seqs() const { return max_num_seqs_; }
-  int max_num_batched_tokens() const { return max_num_batched_tokens_; }
 
   // [CLS] text [SEP], truncated to max_tokens() (the last kept id is [SEP], as sentence-transformers'
   // truncation).
@@ -91,8 +93,6 @@ class Embedder {
   std::unique_ptr<Scheduler> scheduler_;  // the step thread's only
   std::unique_ptr<float[]> kv_cache_;     // one layer's blocks: every layer rewrites the step's K/V
   int max_tokens_ = 0;
-  int max_num_seqs_ = 0;
-  int max_num_batched_tokens_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;

@@ -327,11 +327,8 @@ PYBIND11_MODULE(_core, m) {
 
   // An encoder model's folder: `model` itself or its name in pagoda's model cache; None for other models.
   m.def("embedding_model_folder", [](const std::string& model) -> std::optional<std::string> {
-    if (model.empty()) return std::nullopt;
-    std::error_code ec;
-    for (const std::filesystem::path& p : {std::filesystem::path(model), model_cache_dir() / model})
-      if (std::filesystem::is_directory(p, ec) && is_embedding_model_folder(p)) return p.string();
-    return std::nullopt;
+    const std::optional<std::filesystem::path> p = find_embedding_model(model);
+    return p ? std::optional<std::string>(p->string()) : std::nullopt;
   }, py::arg("model"));
 
   // Sentence embeddings of an encoder model (engine/embedder.h); LLM.embed() runs on it.
