@@ -7,9 +7,8 @@
 // turboquant_test.cc runs the compiled kernels on the device.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
+#include <barrier>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "pagoda/attention/paged/paged_attention.h"
@@ -24,38 +23,15 @@ using namespace tq_detail;
 using tq_test::TqCase;
 using tq_test::TqInputs;
 
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
-
- private:
-  const int n_;
-  int count_ = 0;
-  uint64_t gen_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
 struct WarpSim {
-  Barrier bar{32};
+  std::barrier<> bar{32};
   uint32_t a[32][4];
   uint32_t b[32][2];
   float x[32];
 };
 
 struct CtaSim {
-  Barrier bar{kThreads};
+  std::barrier<> bar{kThreads};
   WarpSim warps[kWarps];
 };
 
@@ -75,7 +51,7 @@ struct HostOps {
     std::memcpy(w.a[lane], a, sizeof(a));
     w.b[lane][0] = b0;
     w.b[lane][1] = b1;
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     auto A = [&](int r, int k) {
       const uint32_t reg = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
       return half_value(k % 2 ? reg >> 16 : reg);
@@ -92,15 +68,15 @@ struct HostOps {
       for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
       out[e] = s;
     }
-    w.bar.wait();  // nobody posts the next fragments before everyone has read these
+    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
     for (int e = 0; e < 4; ++e) c[e] = out[e];
   }
   static float exchange(float v, int src) {
     WarpSim& w = t_cta->warps[t_tid >> 5];
     w.x[t_tid & 31] = v;
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     const float r = w.x[src & 31];
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     return r;
   }
   static float shfl(float v, int src) { return exchange(v, src); }
@@ -110,8 +86,8 @@ struct HostOps {
   static void commit() {}
   template <int N>
   static void wait() {}
-  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.wait(); }
-  static void sync_cta() { t_cta->bar.wait(); }
+  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.arrive_and_wait(); }
+  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
 template <int KB, int VB, bool NC, int D>

@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
+#include <barrier>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 
@@ -21,38 +20,15 @@ namespace {
 
 using namespace quant_gemv_detail;
 
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
-
- private:
-  const int n_;
-  int count_ = 0;
-  uint64_t gen_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
 struct WarpSim {
-  Barrier bar{32};
+  std::barrier<> bar{32};
   uint32_t a[32][4];
   uint32_t b[32][2];
   float f[32];
 };
 
 struct CtaSim {
-  Barrier bar{kThreads};
+  std::barrier<> bar{kThreads};
   WarpSim warps[kWarps];
 };
 
@@ -93,7 +69,7 @@ struct HostOps {
     std::memcpy(w.a[lane], a, sizeof(a));
     w.b[lane][0] = b0;
     w.b[lane][1] = b1;
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     auto A = [&](int r, int k) {
       const uint32_t reg = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
       return half_bits_to_float<T>(k % 2 ? reg >> 16 : reg & 0xffff);
@@ -110,7 +86,7 @@ struct HostOps {
       for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
       out[e] = s;
     }
-    w.bar.wait();  // nobody posts the next fragments before everyone has read these
+    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
     for (int e = 0; e < 4; ++e) c[e] = out[e];
   }
   static uint32_t shared_addr(const void* p) { return uint32_t(static_cast<const uint8_t*>(p) - t_smem); }
@@ -130,13 +106,13 @@ struct HostOps {
   static float shfl(float v, int src_lane) {
     WarpSim& w = t_cta->warps[t_tid >> 5];
     w.f[t_tid & 31] = v;
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     const float r = w.f[src_lane];
-    w.bar.wait();
+    w.bar.arrive_and_wait();
     return r;
   }
-  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.wait(); }
-  static void sync_cta() { t_cta->bar.wait(); }
+  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.arrive_and_wait(); }
+  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
 // Runs `ctas` CTAs one after the other, each looping over its row tiles as on the device.

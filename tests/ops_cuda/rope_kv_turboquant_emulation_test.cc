@@ -4,8 +4,7 @@
 // (saturation) and keys with tiny norms. rope_kv_turboquant_test.cc runs the compiled kernel on the device.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
+#include <barrier>
 #include <thread>
 
 #include "gpu_test_util.h"
@@ -14,32 +13,9 @@
 namespace pagoda {
 namespace {
 
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
-
- private:
-  const int n_;
-  int count_ = 0;
-  uint64_t gen_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
-thread_local Barrier* t_bar = nullptr;
+thread_local std::barrier<>* t_bar = nullptr;
 struct HostOps {
-  static void sync_warp() { t_bar->wait(); }
+  static void sync_warp() { t_bar->arrive_and_wait(); }
 };
 
 // The warp's slot for k and v (floats, as the kernel stages them), encoded by 32 host threads.
@@ -48,7 +24,7 @@ std::vector<uint8_t> encode_emulated(const tq_encode::EncodeParams& e, const std
   const int d = e.layout.head_size;
   std::vector<uint8_t> slot(size_t(e.layout.slot_bytes), 0xa5);  // every byte must be written
   std::vector<uint64_t> scratch((size_t(tq_encode::scratch_bytes(d)) + 7) / 8);
-  Barrier bar(32);
+  std::barrier<> bar(32);
   std::vector<std::thread> lanes;
   for (int lane = 0; lane < 32; ++lane)
     lanes.emplace_back([&, lane] {
