@@ -64,6 +64,7 @@ struct RunnerOptions {
   int tq_max_graph_splits = 32;      // TURBOQUANT: the same (attention_config.tq_max_kv_splits_for_cuda_graph)
   int flex_block_m = 0, flex_block_n = 0;  // FLEX_ATTENTION: query / KV tile sizes (0: spec §6.5's default)
   bool cascade = false;              // FLASHINFER: attend shared prefixes once per group (use_cascade_attention)
+  bool flashinfer_q_quantization = true;  // FLASHINFER: FP8 queries over e4m3 KV on SM 8.9+ (spec §6.5)
   ParallelFor parallel_for;          // CPU runners: the model runner's thread pool (null: serial)
   int num_threads = 1;               // CPU runners: most bodies parallel_for runs at once (per-thread scratch)
 };

@@ -54,6 +54,9 @@ struct FiCudaParams {
   float scale = 0.0f;    // 0 = 1 / sqrt(head_size)
   float softcap = 0.0f;  // > 0: s = softcap * tanh(s / softcap)
   float k_scale = 1.0f, v_scale = 1.0f;
+  // e4m3 caches on SM 8.9+: each packed query row is quantized to e4m3 (its own scale) and q.k runs FP8 MMA
+  // (spec §6.5, unless disable_flashinfer_q_quantization). Ignored for other caches and devices.
+  bool quantize_q = false;
   const int32_t* query_start_loc = nullptr;  // device, [num_seqs + 1]
   const int32_t* seq_lens = nullptr;         // device, [num_seqs]
   const int32_t* block_tables = nullptr;     // device, [num_seqs, block_table_stride]
