@@ -1,19 +1,30 @@
-// FLASHINFER's CUDA kernel code (flashinfer_cuda_row.cuh: the per-lane steps of the attend and merge kernels)
-// run on the host, one warp emulated as 32 lanes in lockstep with the shuffle reduction's butterfly, against
-// the float64 CPU reference executing the same plan over the same cache bytes and rounded queries. It checks
-// the kernels' own indexing (rows, packed GQA heads, NHD/HND pages of any size, run-time split ranges, slabs,
-// the merge) on machines without a GPU; flashinfer_test.cc runs the compiled kernels on the device.
+// FLASHINFER's CUDA kernel code run on the host against the float64 CPU reference executing the same plan
+// over the same cache bytes and rounded queries (flashinfer_case.h), on machines without a GPU;
+// flashinfer_test.cc runs the compiled kernels on the device.
+// - The SIMT kernel's per-lane steps (flashinfer_cuda_row.cuh): one warp as 32 lanes in lockstep, the shuffle
+//   reduction as its butterfly.
+// - The tensor-core CTA body (flashinfer_cuda_mma.cuh): one thread per lane, mma.m16n8k16 and m16n8k32 e4m3
+//   emulated from the PTX fragment layouts, shuffles through a per-warp exchange, cp.async as a copy, a
+//   barrier for __syncthreads; shared memory poisoned so that a read of what was not written shows.
+// Both check the kernels' own indexing (rows, packed GQA heads, NHD/HND pages of any size, run-time split
+// ranges, slabs, the merge, the tensor-core fragments and the FP8 query quantization).
 #include <gtest/gtest.h>
 
-#include "../attention_cpu/flashinfer_test_util.h"
+#include <barrier>
+#include <memory>
+#include <thread>
+
+#include "flashinfer_case.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.cuh"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_row.cuh"
 
 namespace pagoda {
 namespace {
 
 using namespace fi_detail;
+using fi_test::Case;
+using fi_test::Inputs;
 using fi_test::Layer;
-using fi_test::Step;
 using fi_test::StepSpec;
 
 template <typename T, KvKind kKv>
@@ -43,160 +54,227 @@ void emulate(const FiCudaParams& p) {
     for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
 }
 
-struct Case {
-  Layer layer;
-  StepSpec spec;
-  DType dtype = DType::kBF16;
-  DType kv_dtype = DType::kBF16;
-  bool cascade = false;
-  int graph_splits = 0;
-  int target = 64;
+// ---- the tensor-core body's host Ops ----
+
+struct WarpSim {
+  std::barrier<> bar{32};
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+  float x[32];
+};
+struct CtaSim {
+  std::barrier<> bar{kMmaThreads};
+  WarpSim warps[kMmaWarps];
+};
+thread_local CtaSim* t_cta = nullptr;
+thread_local int t_tid = 0;
+
+template <typename P>
+double half_value(uint32_t bits) {
+  const uint16_t h = uint16_t(bits & 0xffff);
+  return std::is_same_v<P, __half> ? f16_to_f32(h) : bf16_to_f32(h);
+}
+double e4m3_value(uint32_t bits) {
+  __nv_fp8_e4m3 v;
+  v.__x = uint8_t(bits & 0xff);
+  return double(float(v));
+}
+
+// mma: each lane posts its fragments, then computes its own 4 outputs from everyone's. m16n8k16: A (16 x 16,
+// row) element (r, k) in lane 4 (r % 8) + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2; B (16 x 8)
+// element (k, n) in lane 4 n + (k % 8) / 2, register k >= 8, half k % 2. m16n8k32 e4m3: A element (r, k) in
+// lane 4 (r % 8) + (k % 16) / 4, register (r >= 8) + 2 (k >= 16), byte k % 4; B element (k, n) in lane
+// 4 n + (k % 16) / 4, register k >= 16, byte k % 4. C: lane 4 (r % 8) + n / 2, element 2 (r >= 8) + n % 2.
+// Products of 16-bit or fp8 values are exact in double; the sum is rounded to float once per product.
+struct HostOps {
+  template <typename Get>
+  static void mma_common(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int kdim, Get product) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    const int lane = t_tid & 31;
+    std::memcpy(w.a[lane], a, sizeof(a));
+    w.b[lane][0] = b0;
+    w.b[lane][1] = b1;
+    w.bar.arrive_and_wait();
+    const int g = lane >> 2, t = lane & 3;
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e >> 1), n = 2 * t + (e & 1);
+      float s = c[e];
+      for (int k = 0; k < kdim; ++k) s = float(double(s) + product(w, r, k, n));
+      out[e] = s;
+    }
+    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
+    for (int e = 0; e < 4; ++e) c[e] = out[e];
+  }
+  template <typename P>
+  static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_common(c, a, b0, b1, 16, [](const WarpSim& w, int r, int k, int n) {
+      const uint32_t ra = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+      const uint32_t rb = w.b[4 * n + (k % 8) / 2][k >= 8];
+      return half_value<P>(k % 2 ? ra >> 16 : ra) * half_value<P>(k % 2 ? rb >> 16 : rb);
+    });
+  }
+  static void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_common(c, a, b0, b1, 32, [](const WarpSim& w, int r, int k, int n) {
+      const uint32_t ra = w.a[4 * (r % 8) + (k % 16) / 4][(r >= 8) + 2 * (k >= 16)];
+      const uint32_t rb = w.b[4 * n + (k % 16) / 4][k >= 16];
+      return e4m3_value(ra >> (8 * (k % 4))) * e4m3_value(rb >> (8 * (k % 4)));
+    });
+  }
+  static float shfl_xor(float v, int m) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    w.x[t_tid & 31] = v;
+    w.bar.arrive_and_wait();
+    const float r = w.x[(t_tid & 31) ^ m];
+    w.bar.arrive_and_wait();
+    return r;
+  }
+  static void copy16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
+  static void commit() {}
+  template <int N>
+  static void wait() {}
+  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
+template <typename T, KvKind kKv, int HD, bool kQ8>
+void emulate_mma(const FiCudaParams& p) {
+  constexpr int kBytes = MmaFmt<T, kKv, HD, kQ8>::kSmem;
+  std::unique_ptr<uint8_t[]> owner(new uint8_t[kBytes + 16]);
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(owner.get()) + 15) & ~uintptr_t(15));
+  for (int i = 0; i < p.plan.num_tasks; ++i)
+    for (int kvh = 0; kvh < p.num_kv_heads; ++kvh) {
+      std::memset(smem, 0xff, kBytes);  // stale 0xff: NaN in 16-bit types and e4m3
+      auto sim = std::make_unique<CtaSim>();
+      std::vector<std::thread> threads;
+      for (int tid = 0; tid < kMmaThreads; ++tid)
+        threads.emplace_back([&, tid] {
+          t_cta = sim.get();
+          t_tid = tid;
+          fi_mma_cta<HostOps, T, kKv, HD, kQ8>(p, i, kvh, tid, smem);
+        });
+      for (auto& th : threads) th.join();
+    }
+  for (int i = 0; i < p.plan.num_merged; ++i)
+    for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
+}
+
+template <typename T, KvKind kKv, bool kQ8>
+void emulate_mma_hd(const FiCudaParams& p) {
+  switch (p.head_size) {
+    case 64: return emulate_mma<T, kKv, 64, kQ8>(p);
+    case 128: return emulate_mma<T, kKv, 128, kQ8>(p);
+    case 256: return emulate_mma<T, kKv, 256, kQ8>(p);
+    default: FAIL() << "head size " << p.head_size;
+  }
+}
+
+// What fi_cuda_run launches for the case, with FP8 queries wherever the case asks (the device's SM 8.9+).
+template <typename T>
+void emulate_case(const Case& c, const FiCudaParams& p) {
+  const bool q8 = c.quantize_q && c.kv_dtype == DType::kF8E4M3;
+  switch (c.kv_dtype) {
+    case DType::kF8E4M3:
+      if (!c.mma()) return emulate<T, KvKind::kE4M3>(p);
+      return q8 ? emulate_mma_hd<T, KvKind::kE4M3, true>(p) : emulate_mma_hd<T, KvKind::kE4M3, false>(p);
+    case DType::kF8E5M2: return c.mma() ? emulate_mma_hd<T, KvKind::kE5M2, false>(p) : emulate<T, KvKind::kE5M2>(p);
+    default: return c.mma() ? emulate_mma_hd<T, KvKind::kSame, false>(p) : emulate<T, KvKind::kSame>(p);
+  }
+}
+
 void check(const Case& c, uint64_t seed) {
-  const Layer& L = c.layer;
-  std::mt19937_64 rng(seed);
-  Step st = fi_test::make_step(c.spec, L.block_size, rng);
-  std::vector<float> f32 = fi_test::make_cache(L, st, rng);
-  const bool fp8 = dtype_is_fp8(c.kv_dtype);
-  const float ks = fp8 ? 0.02f : 1.0f, vs = fp8 ? 0.03f : 1.0f;
-  std::vector<uint8_t> cache(f32.size() * dtype_size(c.kv_dtype));
-  for (size_t i = 0; i < f32.size(); ++i) {
-    const bool is_v = (i / size_t(L.head_size)) % 2 == 1;
-    const float x = std::isnan(f32[i]) ? 0.0f : f32[i];
-    store_from_f32(cache.data(), c.kv_dtype, i, fp8 ? x / (is_v ? vs : ks) : x);
-  }
-  const size_t qn = size_t(st.tokens) * L.num_q_heads * L.head_size;
-  std::vector<float> qf = fi_test::random_nonzero(qn, rng);
-  std::vector<uint16_t> qh(qn), out(qn, 0xffff);  // poisoned: NaN in bf16 and fp16
-  std::vector<double> q(qn);
-  for (size_t i = 0; i < qn; ++i) {
-    store_from_f32(qh.data(), c.dtype, i, qf[i]);
-    q[i] = load_as_f32(qh.data(), c.dtype, i);
-  }
-  FiPlan plan;
-  plan.reserve(L.plan_shape(), {st.tokens, st.num_seqs(), *std::max_element(st.ctx.begin(), st.ctx.end()), c.target,
-                                c.cascade, c.graph_splits});
-  if (c.graph_splits > 0) plan.build_graph_decode(st.num_seqs(), c.graph_splits);
-  else plan.build(st.fi());
-
-  std::vector<double> want(qn, std::nan("")), so(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size),
-      sl(size_t(plan.max_slabs()) * L.num_q_heads);
-  FiCpuParams<double> r;
-  r.query = q.data();
-  r.out = want.data();
-  r.cache = {cache.data(), c.kv_dtype, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size, ks, vs};
-  r.query_start_loc = st.qsl.data();
-  r.seq_lens = st.ctx.data();
-  r.block_tables = st.tables.data();
-  r.block_table_stride = st.stride;
-  r.num_seqs = st.num_seqs();
-  r.num_q_heads = L.num_q_heads;
-  r.plan = &plan;
-  r.slab_o = so.data();
-  r.slab_lse = sl.data();
-  fi_cpu_run(r);
-
-  std::vector<float> slab_o(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size, std::nanf("")),
-      slab_lse(size_t(plan.max_slabs()) * L.num_q_heads, std::nanf(""));
-  FiCudaParams p;
-  p.plan.tasks = const_cast<FiTask*>(plan.tasks());
-  p.plan.row_token = const_cast<int32_t*>(plan.row_token());
-  p.plan.row_seq = const_cast<int32_t*>(plan.row_seq());
-  p.plan.merge_token = const_cast<int32_t*>(plan.merge_token());
-  p.plan.merge_indptr = const_cast<int32_t*>(plan.merge_indptr());
-  p.plan.merge_slab = const_cast<int32_t*>(plan.merge_slab());
+  SCOPED_TRACE(c.str());
+  const Inputs in = fi_test::make_inputs(c, seed, c.quantize_q && c.kv_dtype == DType::kF8E4M3);
+  std::vector<float> slab_o(size_t(in.plan.max_slabs()) * c.layer.num_q_heads * c.layer.head_size, std::nanf("")),
+      slab_lse(size_t(in.plan.max_slabs()) * c.layer.num_q_heads, std::nanf(""));
+  std::vector<uint16_t> out(in.qn, 0xffff);  // poisoned: NaN in bf16 and fp16
+  FiCudaParams p = fi_test::host_params(c, in);
+  p.out = out.data();
+  p.plan.tasks = const_cast<FiTask*>(in.plan.tasks());
+  p.plan.row_token = const_cast<int32_t*>(in.plan.row_token());
+  p.plan.row_seq = const_cast<int32_t*>(in.plan.row_seq());
+  p.plan.merge_token = const_cast<int32_t*>(in.plan.merge_token());
+  p.plan.merge_indptr = const_cast<int32_t*>(in.plan.merge_indptr());
+  p.plan.merge_slab = const_cast<int32_t*>(in.plan.merge_slab());
   p.plan.slab_o = slab_o.data();
   p.plan.slab_lse = slab_lse.data();
-  p.plan.num_tasks = plan.num_tasks();
-  p.plan.num_merged = plan.num_merged();
-  p.q = qh.data();
-  p.out = out.data();
-  p.dtype = c.dtype;
-  p.kv_cache = cache.data();
-  p.kv_dtype = c.kv_dtype;
-  p.layout = L.layout;
-  p.num_q_heads = L.num_q_heads;
-  p.num_kv_heads = L.num_kv_heads;
-  p.head_size = L.head_size;
-  p.block_size = L.block_size;
-  p.sliding_window = L.window;
-  p.causal = L.causal;
-  p.k_scale = ks;
-  p.v_scale = vs;
-  p.query_start_loc = st.qsl.data();
-  p.seq_lens = st.ctx.data();
-  p.block_tables = st.tables.data();
-  p.block_table_stride = st.stride;
-  const bool bf16 = c.dtype == DType::kBF16;
-  switch (c.kv_dtype) {
-    case DType::kF8E4M3: bf16 ? emulate<__nv_bfloat16, KvKind::kE4M3>(p) : emulate<__half, KvKind::kE4M3>(p); break;
-    case DType::kF8E5M2: bf16 ? emulate<__nv_bfloat16, KvKind::kE5M2>(p) : emulate<__half, KvKind::kE5M2>(p); break;
-    default: bf16 ? emulate<__nv_bfloat16, KvKind::kSame>(p) : emulate<__half, KvKind::kSame>(p); break;
-  }
-  double worst = 0;
-  for (size_t i = 0; i < qn; ++i) {
-    const double x = load_as_f32(out.data(), c.dtype, i);
-    ASSERT_TRUE(std::isfinite(x)) << "output " << i << " not written";
-    worst = std::max(worst, std::abs(x - want[i]));
-  }
-  // flashinfer_test.cc's bound: one rounding to the output dtype plus the float32 arithmetic's, fp8 values
-  // up to 1.125.
-  const double tol = (bf16 ? 0x1p-8 : 0x1p-11) +
-                     2 * 1.27 * fi_test::tolerance(L.head_size, *std::max_element(st.ctx.begin(), st.ctx.end()), fi_test::kU32);
-  EXPECT_LE(worst, tol);
-  std::printf("[ flashinfer emulation ] heads %d/%d x %d, block %d %s, %s / kv %s%s%s: max err %.3g (tolerance %.3g)\n",
-              L.num_q_heads, L.num_kv_heads, L.head_size, L.block_size, kv_layout_str(L.layout),
-              std::string(dtype_name(c.dtype)).c_str(), std::string(dtype_name(c.kv_dtype)).c_str(),
-              c.cascade ? ", cascade" : "", c.graph_splits ? ", graph grid" : "", worst, tol);
+  p.plan.num_tasks = in.plan.num_tasks();
+  p.plan.num_merged = in.plan.num_merged();
+  if (c.dtype == DType::kBF16) emulate_case<__nv_bfloat16>(c, p);
+  else emulate_case<__half>(c, p);
+  const double err = fi_test::max_error(c, in, out), tol = fi_test::tolerance(c);
+  EXPECT_LE(err, tol);
+  std::printf("[ flashinfer emulation ] %s%s: max err %.3g (tolerance %.3g)\n", c.str().c_str(),
+              c.mma() ? ", tensor cores" : ", SIMT", err, tol);
 }
 
+// Decodes and prefill chunks of every length class; contexts short enough for one thread per lane.
+const StepSpec kSmall{{1, 1, 1, 7, 17}, {1, 17, 150, 7, 60}, {}, {}};
+// Longer contexts for the SIMT kernel (its emulation runs lanes in lockstep, without threads).
 const StepSpec kMixed{{1, 1, 1, 1, 7, 17, 33}, {1, 17, 513, 4099, 7, 97, 600}, {}, {}};
 
-TEST(FlashInferEmulation, HeadSizesPagesLayoutsAndGqa) {
+Case make_case(Layer layer, const StepSpec& spec, DType dtype = DType::kBF16, DType kv = DType::kBF16) {
+  Case c;
+  c.layer = layer;
+  c.spec = spec;
+  c.dtype = dtype;
+  c.kv_dtype = kv == DType::kBF16 ? dtype : kv;
+  c.target = 64;  // splits the longer contexts
+  return c;
+}
+
+// Head sizes 64/128/256; pages of 1 to 64 in both layouts; GQA 1 to 80: one m-tile shared by four warps (or two
+// at head size 256), three m-tiles, and a token of 80 packed rows attended in two passes.
+TEST(FlashInferEmulation, TensorCoresHeadSizesPagesLayoutsAndGqa) {
   uint64_t seed = 1;
-  for (auto [hd, bs, gqa] : {std::tuple{64, 1, 1}, {64, 16, 8}, {128, 8, 4}, {128, 64, 1}, {256, 16, 4}, {512, 128, 2}}) {
-    Case c;
-    c.layer = {2 * gqa, 2, hd, bs, 0, true, seed % 2 ? KvLayout::kHND : KvLayout::kNHD};
-    c.spec = kMixed;
-    c.dtype = c.kv_dtype = hd == 128 ? DType::kF16 : DType::kBF16;
-    check(c, seed++);
+  for (auto [hd, bs, gqa] : {std::tuple{64, 1, 1}, {64, 16, 8}, {128, 8, 4}, {128, 64, 1}, {256, 16, 4}, {256, 1, 8},
+                             {64, 5, 24}, {64, 16, 80}}) {
+    const Layer L{2 * gqa, 2, hd, bs, 0, true, seed % 2 ? KvLayout::kHND : KvLayout::kNHD};
+    check(make_case(L, kSmall, hd == 128 ? DType::kF16 : DType::kBF16), seed++);
   }
 }
 
-TEST(FlashInferEmulation, WindowNonCausalAndFp8) {
-  uint64_t seed = 50;
-  for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
-    Case c;
-    c.layer = {8, 2, 64, 16, 0, true, KvLayout::kNHD};
-    c.spec = kMixed;
-    c.kv_dtype = kv;
-    check(c, seed++);
-  }
-  for (int window : {0, 100})
-    for (bool causal : {true, false}) {
-      if (window == 0 && causal) continue;
-      Case c;
-      c.layer = {8, 2, 64, 16, window, causal, KvLayout::kHND};
-      c.spec = kMixed;
+// fp8 caches with the query in the model dtype (K widened to it) and, over e4m3, quantized to e4m3 (FP8 MMA).
+TEST(FlashInferEmulation, TensorCoresFp8AndFp8Queries) {
+  uint64_t seed = 30;
+  for (int hd : {64, 128, 256})
+    for (auto [kv, q8] : {std::pair{DType::kF8E4M3, false}, {DType::kF8E4M3, true}, {DType::kF8E5M2, false}}) {
+      Case c = make_case({8, 2, hd, 16, 0, true, hd == 128 ? KvLayout::kHND : KvLayout::kNHD}, kSmall,
+                         hd == 64 ? DType::kF16 : DType::kBF16, kv);
+      c.quantize_q = q8;
       check(c, seed++);
     }
 }
 
-TEST(FlashInferEmulation, CascadeAndCapturedGrid) {
-  Case c;
-  c.layer = {8, 2, 64, 16, 0, true, KvLayout::kHND};
+TEST(FlashInferEmulation, TensorCoresWindowNonCausalCascadeAndCapturedGrid) {
+  uint64_t seed = 50;
+  for (auto [window, causal] : {std::pair{0, false}, {100, true}, {100, false}})
+    check(make_case({8, 2, 64, 16, window, causal, KvLayout::kHND}, kSmall), seed++);
+  StepSpec shared;
+  shared.group_keys = {256};
+  for (int s = 0; s < 12; ++s) shared.q_lens.push_back(s % 7 == 3 ? 5 : 1), shared.ctx.push_back(256 + 6 + s * 3), shared.group.push_back(0);
+  Case c = make_case({8, 2, 64, 16, 0, true, KvLayout::kHND}, shared);
   c.cascade = true;
-  c.spec.group_keys = {1024};
-  for (int s = 0; s < 24; ++s) c.spec.q_lens.push_back(s % 7 == 3 ? 5 : 1), c.spec.ctx.push_back(1024 + 6 + s * 3), c.spec.group.push_back(0);
-  check(c, 70);
-  for (int splits : {1, 4, 16}) {
-    Case d;
-    d.layer = {8, 2, 64, 16, 0, true, KvLayout::kNHD};
-    d.spec = {{1, 1, 1, 1}, {1, 17, 513, 4099}, {}, {}};
+  check(c, seed++);
+  for (int splits : {1, 4}) {
+    Case d = make_case({8, 2, 128, 16, 0, true, KvLayout::kNHD}, {{1, 1, 1}, {1, 17, 700}, {}, {}});
     d.graph_splits = splits;
-    check(d, uint64_t(80 + splits));
+    check(d, seed++);
   }
+}
+
+// The SIMT kernel: the head sizes the tensor-core one does not take.
+TEST(FlashInferEmulation, SimtHeadSizes) {
+  uint64_t seed = 70;
+  for (auto [hd, bs, gqa] : {std::tuple{32, 1, 1}, {96, 16, 8}, {512, 128, 2}}) {
+    const Layer L{2 * gqa, 2, hd, bs, 0, true, seed % 2 ? KvLayout::kHND : KvLayout::kNHD};
+    check(make_case(L, kMixed, hd == 96 ? DType::kF16 : DType::kBF16), seed++);
+  }
+  for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) check(make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, kMixed, DType::kBF16, kv), seed++);
+  Case c = make_case({8, 2, 96, 16, 100, false, KvLayout::kHND}, kMixed);
+  check(c, seed++);
+  Case d = make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, {{1, 1, 1, 1}, {1, 17, 513, 4099}, {}, {}});
+  d.graph_splits = 16;
+  check(d, seed++);
 }
 
 }  // namespace

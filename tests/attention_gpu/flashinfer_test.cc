@@ -1,8 +1,8 @@
 // FLASHINFER's CUDA kernels (flashinfer_cuda.h) against its float64 CPU reference executing the same plan
-// over the same cache bytes and the same rounded queries: head sizes 64, 128, 256, 512; page sizes 1, 16, 64
-// in NHD and HND; GQA 1, 4, 8; lengths 1, 7, 17, 97, 513, 4099 in mixed prefill and decode; window,
-// non-causal, cascade groups, the captured-decode grid; bf16 and fp16 queries; bf16/fp16 and fp8 e4m3 /
-// e5m2 caches. Outputs poisoned (0xff: NaN) before each launch, and relaunched on a re-poisoned output (what a
+// over the same cache bytes and the same rounded (or FP8-quantized) queries (flashinfer_case.h): head sizes 64,
+// 128, 256 (tensor cores) and 96, 512 (SIMT); page sizes 1, 8, 16, 64, 128 in NHD and HND; GQA 1 to 80; lengths 1,
+// 7, 17, 97, 513, 4099 in mixed prefill and decode; window, non-causal, cascade groups, the captured-decode
+// grid; bf16 and fp16 queries; bf16/fp16 and fp8 e4m3 / e5m2 caches, e4m3 with FP8 queries. Outputs poisoned (0xff: NaN) before each launch, and relaunched on a re-poisoned output (what a
 // graph replay computes). Without a device every test prints "skipped: no CUDA device".
 #include <cuda_runtime_api.h>
 
@@ -10,13 +10,16 @@
 
 #include <cstring>
 
-#include "../attention_cpu/flashinfer_test_util.h"
+#include "flashinfer_case.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_runner.h"
 
 namespace pagoda {
 namespace {
 
+using fi_test::Case;
+using fi_test::Inputs;
 using fi_test::Layer;
 using fi_test::Step;
 using fi_test::StepSpec;
@@ -41,88 +44,23 @@ struct DeviceBuf {
   DeviceBuf& operator=(const DeviceBuf&) = delete;
 };
 
-struct Case {
-  Layer layer;
-  StepSpec spec;
-  DType dtype = DType::kBF16;     // queries and output
-  DType kv_dtype = DType::kBF16;  // the cache
-  bool cascade = false;
-  int graph_splits = 0;  // > 0: the captured-decode grid
-  int target = 264;      // 132 SMs x 2
-};
-
-// Runs the case on the device and on the float64 reference; returns max |gpu - ref| over the outputs and
-// checks every output was written and a relaunch gives the same bits.
-double run_case(const Case& c, uint64_t seed) {
-  const Layer& L = c.layer;
-  std::mt19937_64 rng(seed);
-  Step st = fi_test::make_step(c.spec, L.block_size, rng);
-  std::vector<float> f32 = fi_test::make_cache(L, st, rng);
-  const bool fp8 = dtype_is_fp8(c.kv_dtype);
-  const float ks = fp8 ? 0.02f : 1.0f, vs = fp8 ? 0.03f : 1.0f;
-  std::vector<uint8_t> cache(f32.size() * dtype_size(c.kv_dtype));
-  for (size_t i = 0; i < f32.size(); ++i) {
-    const bool is_v = (i / size_t(L.head_size)) % 2 == 1;
-    const float x = std::isnan(f32[i]) ? 0.0f : f32[i];
-    store_from_f32(cache.data(), c.kv_dtype, i, fp8 ? x / (is_v ? vs : ks) : x);
-  }
-  const size_t qn = size_t(st.tokens) * L.num_q_heads * L.head_size;
-  std::vector<float> qf = fi_test::random_nonzero(qn, rng);
-  std::vector<uint16_t> qh(qn);
-  std::vector<double> q(qn);
-  for (size_t i = 0; i < qn; ++i) {
-    store_from_f32(qh.data(), c.dtype, i, qf[i]);
-    q[i] = load_as_f32(qh.data(), c.dtype, i);
-  }
-  FiPlan plan;
-  FiPlanLimits lim{st.tokens, st.num_seqs(), *std::max_element(st.ctx.begin(), st.ctx.end()), c.target, c.cascade,
-                   c.graph_splits};
-  plan.reserve(L.plan_shape(), lim);
-  if (c.graph_splits > 0) plan.build_graph_decode(st.num_seqs(), c.graph_splits);
-  else plan.build(st.fi());
-
-  // The reference: the same plan in float64.
-  std::vector<double> want(qn, std::nan("")), so(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size),
-      sl(size_t(plan.max_slabs()) * L.num_q_heads);
-  FiCpuParams<double> r;
-  r.query = q.data();
-  r.out = want.data();
-  r.cache = {cache.data(), c.kv_dtype, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size, ks, vs};
-  r.query_start_loc = st.qsl.data();
-  r.seq_lens = st.ctx.data();
-  r.block_tables = st.tables.data();
-  r.block_table_stride = st.stride;
-  r.num_seqs = st.num_seqs();
-  r.num_q_heads = L.num_q_heads;
-  r.plan = &plan;
-  r.slab_o = so.data();
-  r.slab_lse = sl.data();
-  fi_cpu_run(r);
-
-  DeviceBuf dq(qh.data(), qn * 2), dout(nullptr, qn * 2), dcache(cache.data(), cache.size()),
+// Runs the case on the device; returns max |gpu - ref| over the outputs (infinity if one was not written)
+// and checks a relaunch on a re-poisoned output gives the same bits.
+double run_case(const Case& c, const Inputs& in) {
+  const size_t qn = in.qn;
+  const Step& st = in.st;
+  DeviceBuf dq(in.qh.data(), qn * 2), dout(nullptr, qn * 2), dcache(in.cache.data(), in.cache.size()),
       dqsl(st.qsl.data(), st.qsl.size() * 4), dlens(st.ctx.data(), st.ctx.size() * 4),
       dtables(st.tables.data(), st.tables.size() * 4);
-  FiCudaParams p;
-  fi_cuda_plan_alloc(plan, L.num_q_heads, L.head_size, &p.plan);
-  fi_cuda_plan_upload(plan, &p.plan, nullptr);
+  FiCudaParams p = fi_test::host_params(c, in);
+  fi_cuda_plan_alloc(in.plan, c.layer.num_q_heads, c.layer.head_size, &p.plan);
+  fi_cuda_plan_upload(in.plan, &p.plan, nullptr);
   p.q = dq.p;
   p.out = dout.p;
-  p.dtype = c.dtype;
   p.kv_cache = dcache.p;
-  p.kv_dtype = c.kv_dtype;
-  p.layout = L.layout;
-  p.num_q_heads = L.num_q_heads;
-  p.num_kv_heads = L.num_kv_heads;
-  p.head_size = L.head_size;
-  p.block_size = L.block_size;
-  p.sliding_window = L.window;
-  p.causal = L.causal;
-  p.k_scale = ks;
-  p.v_scale = vs;
   p.query_start_loc = static_cast<const int32_t*>(dqsl.p);
   p.seq_lens = static_cast<const int32_t*>(dlens.p);
   p.block_tables = static_cast<const int32_t*>(dtables.p);
-  p.block_table_stride = st.stride;
   std::vector<uint16_t> got(qn), again(qn);
   for (auto* dst : {&got, &again}) {
     EXPECT_EQ(cudaMemset(dout.p, 0xff, qn * 2), cudaSuccess);
@@ -132,33 +70,21 @@ double run_case(const Case& c, uint64_t seed) {
   }
   fi_cuda_plan_free(&p.plan);
   EXPECT_EQ(std::memcmp(got.data(), again.data(), qn * 2), 0) << "a relaunch computes other bits";
-  double worst = 0;
-  for (size_t i = 0; i < qn; ++i) {
-    const double x = load_as_f32(got.data(), c.dtype, i);
-    if (!std::isfinite(x)) return INFINITY;  // unwritten (poison) or broken
-    worst = std::max(worst, std::abs(x - want[i]));
-  }
-  return worst;
+  return fi_test::max_error(c, in, got);
 }
 
-// The output is a convex combination of values of magnitude <= 1 (fp8: <= 1.125, e5m2 rounding by up to 2^-3),
-// rounded once to the output dtype (half an ulp: 2^-9 bf16, 2^-12 fp16, at magnitude < 1 the ulp is at most
-// 2^-8 / 2^-11); the float32 arithmetic (expf and logf within a few ulps, inside the factor 2) stays within
-// fi_test::tolerance at float32 roundoff, scaled by |k| |v| <= 1.27 for fp8.
-double tolerance(const Case& c) {
-  const double out_ulp = c.dtype == DType::kBF16 ? 0x1p-8 : 0x1p-11;
-  int max_ctx = *std::max_element(c.spec.ctx.begin(), c.spec.ctx.end());
-  return out_ulp + 2 * 1.27 * fi_test::tolerance(c.layer.head_size, max_ctx, fi_test::kU32);
-}
+// FP8 queries where the case asks for them over an e4m3 cache and this binary has FP8 MMA for the device.
+bool fp8_queries(const Case& c) { return c.quantize_q && c.kv_dtype == DType::kF8E4M3 && c.mma() && fi_fp8_mma_available(); }
+
+double gpu_tolerance(const Case& c) { return fi_test::tolerance(c, fp8_queries(c)); }
 
 void check(const Case& c, uint64_t seed) {
-  const double err = run_case(c, seed);
-  EXPECT_LE(err, tolerance(c));
-  std::printf("[ flashinfer gpu ] heads %d/%d x %d, block %d %s, %s / kv %s%s%s: max err %.3g (tolerance %.3g)\n",
-              c.layer.num_q_heads, c.layer.num_kv_heads, c.layer.head_size, c.layer.block_size,
-              kv_layout_str(c.layer.layout), std::string(dtype_name(c.dtype)).c_str(),
-              std::string(dtype_name(c.kv_dtype)).c_str(), c.cascade ? ", cascade" : "",
-              c.graph_splits ? ", graph grid" : "", err, tolerance(c));
+  SCOPED_TRACE(c.str());
+  const Inputs in = fi_test::make_inputs(c, seed, fp8_queries(c));
+  const double err = run_case(c, in), tol = gpu_tolerance(c);
+  EXPECT_LE(err, tol);
+  std::printf("[ flashinfer gpu ] %s%s: max err %.3g (tolerance %.3g)\n", c.str().c_str(),
+              c.mma() ? (fp8_queries(c) ? ", tensor cores, FP8 MMA" : ", tensor cores") : ", SIMT", err, tol);
 }
 
 const StepSpec kMixed{{1, 1, 1, 1, 1, 1, 7, 17, 97, 33}, {1, 7, 17, 97, 513, 4099, 7, 17, 97, 4099}, {}, {}};
@@ -166,8 +92,8 @@ const StepSpec kMixed{{1, 1, 1, 1, 1, 1, 7, 17, 97, 33}, {1, 7, 17, 97, 513, 409
 TEST(FlashInferGpu, HeadSizesPagesLayoutsAndGqa) {
   SKIP_WITHOUT_GPU();
   uint64_t seed = 1;
-  for (int hd : {64, 128, 256, 512})
-    for (int bs : {1, 16, 64})
+  for (int hd : {64, 96, 128, 256, 512})  // 96 and 512: the SIMT kernel
+    for (int bs : {1, 8, 16, 64, 128})
       for (int gqa : {1, 4, 8}) {
         Case c;
         c.layer = {4 * gqa, 4, hd, bs, 0, true, (bs + gqa) % 2 ? KvLayout::kHND : KvLayout::kNHD};
@@ -182,13 +108,37 @@ TEST(FlashInferGpu, WindowNonCausalAndFp8) {
   uint64_t seed = 100;
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kF8E5M2})
     for (int window : {0, 100})
-      for (bool causal : {true, false}) {
-        Case c;
-        c.layer = {16, 4, 128, 16, window, causal, KvLayout::kNHD};
-        c.spec = kMixed;
-        c.kv_dtype = kv;
-        check(c, seed++);
-      }
+      for (bool causal : {true, false})
+        for (bool q8 : {false, true}) {
+          if (q8 && kv != DType::kF8E4M3) continue;
+          Case c;
+          c.layer = {16, 4, 128, 16, window, causal, KvLayout::kNHD};
+          c.spec = kMixed;
+          c.kv_dtype = kv;
+          c.quantize_q = q8;
+          check(c, seed++);
+        }
+  for (int hd : {64, 256})
+    for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) {
+      Case c;
+      c.layer = {32, 4, hd, 16, 0, true, KvLayout::kHND};
+      c.spec = kMixed;
+      c.dtype = DType::kF16;
+      c.kv_dtype = kv;
+      c.quantize_q = true;  // applies to e4m3 only
+      check(c, seed++);
+    }
+}
+
+// Query heads per KV head past one m-tile: 24 (three m-tiles of packed rows) and 80 (two passes over the keys).
+TEST(FlashInferGpu, LargeGqaGroups) {
+  SKIP_WITHOUT_GPU();
+  for (int gqa : {24, 80}) {
+    Case c;
+    c.layer = {2 * gqa, 2, 128, 16, 0, true, KvLayout::kNHD};
+    c.spec = {{1, 1, 7, 3}, {97, 2000, 7, 600}, {}, {}};
+    check(c, uint64_t(200 + gqa));
+  }
 }
 
 TEST(FlashInferGpu, CascadeAndCapturedGrid) {
@@ -210,7 +160,7 @@ TEST(FlashInferGpu, CascadeAndCapturedGrid) {
   }
 }
 
-// The runner (not yet registered with the declaration) through the AttentionRunner interface: eager steps
+// The runner through the AttentionRunner interface: eager steps
 // with cascade, and a captured-decode runner whose one plan serves steps of any context; against dense
 // float64 attention over the same cache bytes.
 TEST(FlashInferGpu, RunnerEagerAndCaptured) {
@@ -267,7 +217,7 @@ TEST(FlashInferGpu, RunnerEagerAndCaptured) {
       Case c;
       c.layer = L;
       c.spec = spec;
-      EXPECT_LE(worst, tolerance(c)) << "graph batch " << graph_batch << " step " << step;
+      EXPECT_LE(worst, gpu_tolerance(c)) << "graph batch " << graph_batch << " step " << step;
     }
   }
 }

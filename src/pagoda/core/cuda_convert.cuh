@@ -36,10 +36,14 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>);
   if constexpr (std::is_same_v<T, __half>) {
     __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    uint32_t w;
+    memcpy(&w, &v, 4);
+    return w;
   } else {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    uint32_t w;
+    memcpy(&w, &v, 4);
+    return w;
   }
 }
 

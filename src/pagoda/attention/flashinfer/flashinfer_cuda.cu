@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_row.cuh"
 #include "pagoda/core/error.h"
 
@@ -42,8 +43,15 @@ __global__ void __launch_bounds__(kMergeThreads) fi_merge_kernel(FiCudaParams p)
 }
 
 template <typename T>
+bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return fi_mma_attend_bf16(p, s);
+  else return fi_mma_attend_f16(p, s);
+}
+
+// The tensor-core kernel where it takes the shape, else the SIMT one; then the merge.
+template <typename T>
 void launch(const FiCudaParams& p, cudaStream_t s) {
-  if (p.plan.num_tasks > 0) {
+  if (p.plan.num_tasks > 0 && !mma_attend<T>(p, s)) {
     const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
     switch (p.kv_dtype) {
       case DType::kF8E4M3: fi_attend_kernel<T, KvKind::kE4M3><<<grid, 32 * kWarps, 0, s>>>(p); break;
@@ -64,6 +72,19 @@ void alloc(X** p, int64_t n) {
 }
 
 }  // namespace
+
+bool fi_fp8_mma_available() {
+  static const bool ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&attr, fi_merge_kernel<__half>) != cudaSuccess)
+      return false;
+    return major * 10 + minor >= 89 && attr.binaryVersion >= 89;  // the image this binary runs on the device
+  }();
+  return ok;
+}
 
 void fi_cuda_plan_alloc(const FiPlan& plan, int num_q_heads, int head_size, FiDevicePlan* d) {
   alloc(&d->tasks, plan.max_tasks());

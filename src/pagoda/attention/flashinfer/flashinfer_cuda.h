@@ -1,13 +1,13 @@
-// FLASHINFER's CUDA kernels over a FiPlan (flashinfer_plan.h): the attend kernel runs every (task, KV head)
+// FLASHINFER's CUDA kernels over a FiPlan (flashinfer_plan.h): the attend kernels run every (task, KV head)
 // of the plan, the merge kernel combines the slabs of the merged tokens by log-sum-exp. PRIVATE to
 // flashinfer/.
 //
-// This is the correctness-first version: one warp per packed row (a query token with one query head of the
-// task's KV head), lanes across the head dimension, K/V read straight from the paged cache. It computes
-// what the CPU reference computes for every plan (split, cascade, captured grid), bf16/fp16 queries, bf16 /
-// fp16 / fp8 e4m3 / e5m2 caches in NHD or HND, head sizes that are multiples of 32 up to 512. It is not yet
-// the tuned kernel family (MMA tiles, staged K/V, FP8 query quantization); the backend's runner is not
-// wired to it (kernels_built() stays false) until its GPU test has passed on a device.
+// Two attend kernels execute the same plan. The tensor-core one (flashinfer_cuda_mma.cuh) serves head sizes
+// 64/128/256: packed GQA rows in m16 tiles, K/V pages staged through shared memory, FP8 queries over e4m3
+// caches on SM 8.9+. The SIMT one (flashinfer_cuda_row.cuh: one warp per packed row, lanes across the head
+// dimension, K/V read from the cache) serves every other head size that is a multiple of 32 up to 512.
+// Both take bf16/fp16 queries, bf16 / fp16 / fp8 e4m3 / e5m2 caches in NHD or HND with pages of any size,
+// every plan (split, cascade, captured grid).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,0 +1,21 @@
+// FLASHINFER's tensor-core attend kernels (flashinfer_cuda_mma.cuh) as host entry points, one translation
+// unit per query dtype. PRIVATE to flashinfer/.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+
+namespace pagoda {
+
+// Launches the tensor-core attend kernel over the uploaded plan, grid (tasks, KV heads); false when it does
+// not take the configuration (head size not 64/128/256, unaligned query rows), which the SIMT kernel then
+// serves. FP8 queries when p.quantize_q, the cache is e4m3 and the kernel was built for SM 8.9+.
+bool fi_mma_attend_bf16(const FiCudaParams& p, cudaStream_t stream);
+bool fi_mma_attend_f16(const FiCudaParams& p, cudaStream_t stream);
+
+// Whether this binary runs FP8 (e4m3) tensor-core products on the current device: an SM 8.9+ device and a
+// kernel image built for it (an SM 8.0 image runs on SM 8.9 devices without them).
+bool fi_fp8_mma_available();
+
+}  // namespace pagoda

@@ -1,0 +1,8 @@
+// FLASHINFER's tensor-core attend kernels for float16 queries (every cache dtype and head size).
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma_launch.cuh"
+
+namespace pagoda {
+
+bool fi_mma_attend_f16(const FiCudaParams& p, cudaStream_t stream) { return fi_detail::mma_attend<__half>(p, stream); }
+
+}  // namespace pagoda

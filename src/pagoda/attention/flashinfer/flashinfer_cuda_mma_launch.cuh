@@ -1,0 +1,85 @@
+// The device side of FLASHINFER's tensor-core attend kernels: the device Ops of flashinfer_cuda_mma.cuh, the
+// kernel, and its launch for one query dtype (flashinfer_cuda_mma_bf16.cu / _f16.cu instantiate it).
+// PRIVATE to flashinfer/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.cuh"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
+#include "pagoda/attention/mma_sm80.cuh"
+
+namespace pagoda::fi_detail {
+
+struct DeviceOps {
+  template <typename P>
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    const uint32_t b[2] = {b0, b1};
+    attention_device::mma16816<P>(c, a, b);
+  }
+  // c += A[16 x 32] B[32 x 8], e4m3 operands, float32 accumulation (SM 8.9+; the host never launches a kernel
+  // using it on an older image: fi_fp8_mma_available()).
+  static __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+  }
+  static __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+  static __device__ __forceinline__ void copy16(void* smem, const void* gmem) { attention_device::cp_async_16(smem, gmem); }
+  static __device__ __forceinline__ void commit() { attention_device::cp_async_commit(); }
+  template <int N>
+  static __device__ __forceinline__ void wait() {
+    attention_device::cp_async_wait<N>();
+  }
+  static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
+};
+
+template <typename T, KvKind kKv, int HD, bool kQ8>
+__global__ void __launch_bounds__(kMmaThreads) fi_mma_kernel(FiCudaParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  fi_mma_cta<DeviceOps, T, kKv, HD, kQ8>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
+}
+
+template <typename T, KvKind kKv, int HD, bool kQ8>
+void launch_mma(const FiCudaParams& p, cudaStream_t s) {
+  constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8>::kSmem;
+  static const bool attr_set = [] {  // once per process (a function attribute, not per launch)
+    PAGODA_CUDA_OK(cudaFuncSetAttribute(fi_mma_kernel<T, kKv, HD, kQ8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
+  fi_mma_kernel<T, kKv, HD, kQ8><<<grid, kMmaThreads, kSmem, s>>>(p);
+  PAGODA_CUDA_OK(cudaGetLastError());
+}
+
+template <typename T, int HD>
+void launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
+  switch (p.kv_dtype) {
+    case DType::kF8E4M3: return q8 ? launch_mma<T, KvKind::kE4M3, HD, true>(p, s) : launch_mma<T, KvKind::kE4M3, HD, false>(p, s);
+    case DType::kF8E5M2: return launch_mma<T, KvKind::kE5M2, HD, false>(p, s);
+    default: return launch_mma<T, KvKind::kSame, HD, false>(p, s);
+  }
+}
+
+template <typename T>
+bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
+  const int64_t qstride = p.q_stride > 0 ? p.q_stride : int64_t(p.num_q_heads) * p.head_size;
+  if (qstride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || reinterpret_cast<uintptr_t>(p.kv_cache) % 16 != 0)
+    return false;
+  const bool q8 = p.quantize_q && p.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
+  switch (p.head_size) {
+    case 64: launch_mma_kv<T, 64>(p, s, q8); return true;
+    case 128: launch_mma_kv<T, 128>(p, s, q8); return true;
+    case 256: launch_mma_kv<T, 256>(p, s, q8); return true;
+    default: return false;
+  }
+}
+
+}  // namespace pagoda::fi_detail
