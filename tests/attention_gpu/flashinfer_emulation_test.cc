@@ -3,8 +3,8 @@
 // flashinfer_test.cc runs the compiled kernels on the device.
 // - The SIMT kernel's per-lane steps (flashinfer_cuda_row.cuh): one warp as 32 lanes in lockstep, the shuffle
 //   reduction as its butterfly.
-// - The tensor-core CTA body (flashinfer_cuda_mma.cuh): one thread per lane, mma.m16n8k16 and m16n8k32 e4m3
-//   emulated from the PTX fragment layouts, shuffles through a per-warp exchange, cp.async as a copy, a
+// - The tensor-core CTA body (flashinfer_cuda_mma.cuh): one thread per lane, mma.m16n8k16, m16n8k32 e4m3 and
+//   ldmatrix.x4 (plain and .trans) emulated from the PTX fragment layouts, shuffles through a per-warp exchange, cp.async as a copy, a
 //   barrier for __syncthreads; shared memory poisoned so that a read of what was not written shows.
 // Both check the kernels' own indexing (rows, packed GQA heads, NHD/HND pages of any size, run-time split
 // ranges, slabs, the merge, the tensor-core fragments and the FP8 query quantization).
@@ -61,6 +61,7 @@ struct WarpSim {
   uint32_t a[32][4];
   uint32_t b[32][2];
   float x[32];
+  const uint8_t* addr[32];
 };
 struct CtaSim {
   std::barrier<> bar{kMmaThreads};
@@ -121,6 +122,29 @@ struct HostOps {
       return e4m3_value(ra >> (8 * (k % 4))) * e4m3_value(rb >> (8 * (k % 4)));
     });
   }
+  // ldmatrix.x4 (.b16): lane 8 m + r posts the address of row r of matrix m; lane L receives in register m
+  // the elements (L / 4, 2 (L % 4)) and (L / 4, 2 (L % 4) + 1) of matrix m, or with .trans its elements
+  // (2 (L % 4), L / 4) and (2 (L % 4) + 1, L / 4).
+  static void ldsm(uint32_t (&r)[4], const uint8_t* p, bool trans) {
+    WarpSim& w = t_cta->warps[t_tid >> 5];
+    const int lane = t_tid & 31;
+    w.addr[lane] = p;
+    w.bar.arrive_and_wait();
+    for (int m = 0; m < 4; ++m) {
+      uint16_t lo, hi;
+      if (trans) {
+        std::memcpy(&lo, w.addr[8 * m + 2 * (lane % 4)] + 2 * (lane / 4), 2);
+        std::memcpy(&hi, w.addr[8 * m + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
+      } else {
+        std::memcpy(&lo, w.addr[8 * m + lane / 4] + 4 * (lane % 4), 2);
+        std::memcpy(&hi, w.addr[8 * m + lane / 4] + 4 * (lane % 4) + 2, 2);
+      }
+      r[m] = uint32_t(lo) | uint32_t(hi) << 16;
+    }
+    w.bar.arrive_and_wait();
+  }
+  static void ldsm_x4(uint32_t (&r)[4], const uint8_t* p) { ldsm(r, p, false); }
+  static void ldsm_x4_trans(uint32_t (&r)[4], const uint8_t* p) { ldsm(r, p, true); }
   static float shfl_xor(float v, int m) {
     WarpSim& w = t_cta->warps[t_tid >> 5];
     w.x[t_tid & 31] = v;

@@ -20,7 +20,7 @@
 // to fp16 (probabilities in [0, 1] lose nothing to fp16's range), the V scale applied once to the output.
 // Softmax in float32, base 2.
 //
-// Every collective (mma, shuffle, cp.async, barriers) goes through Ops, so the host emulation test
+// Every collective (mma, ldmatrix, shuffle, cp.async, barriers) goes through Ops, so the host emulation test
 // (tests/attention_gpu/flashinfer_emulation_test.cc) runs this same body with one thread per lane.
 #pragma once
 
@@ -257,6 +257,24 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
               Ops::mma_e4m3(s[nt], a, lds<uint32_t>(kr), lds<uint32_t>(kr + 16));
             }
           }
+        } else if constexpr (kKv == KvKind::kSame) {
+          // ldmatrix: A from the 16 x 16 query block (lane: row lane % 16, column 8 (lane / 16)); B for two
+          // n-tiles (lane: key 8 (lane / 16) + lane % 8, dimensions 8 ((lane / 8) % 2) of the 16).
+          const uint8_t* qrow = q_s + (mt * 16 + lane % 16) * F::kQPitch + 16 * (lane / 16);
+          const uint8_t* krow = ks_base + (s0 + 8 * (lane / 16) + lane % 8) * F::kKvPitch + 16 * ((lane / 8) % 2);
+#pragma unroll 4
+          for (int kk = 0; kk < HD / 16; ++kk) {
+            uint32_t a[4];
+            Ops::ldsm_x4(a, qrow + 32 * kk);
+#pragma unroll
+            for (int nt = 0; nt < F::kSub / 8; nt += 2) {
+              if (nt * 8 >= sub) break;
+              uint32_t b[4];
+              Ops::ldsm_x4(b, krow + nt * 8 * F::kKvPitch + 32 * kk);
+              Ops::template mma<T>(s[nt], a, b[0], b[1]);
+              Ops::template mma<T>(s[nt + 1], a, b[2], b[3]);
+            }
+          }
         } else {
 #pragma unroll 4
           for (int kk = 0; kk < HD / 16; ++kk) {
@@ -268,16 +286,9 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
 #pragma unroll
             for (int nt = 0; nt < F::kSub / 8; ++nt) {
               if (nt * 8 >= sub) break;
-              const uint8_t* kr = ks_base + (s0 + nt * 8 + gr) * F::kKvPitch;
-              uint32_t b0, b1;
-              if constexpr (kKv == KvKind::kSame) {
-                b0 = lds<uint32_t>(kr + 2 * (16 * kk + 2 * tq));
-                b1 = lds<uint32_t>(kr + 2 * (16 * kk + 2 * tq + 8));
-              } else {
-                const uint8_t* kb8 = kr + 16 * kk + 2 * tq;
-                b0 = pair_bits<T>(widen_bits<T, kKv>(kb8[0]), widen_bits<T, kKv>(kb8[1]));
-                b1 = pair_bits<T>(widen_bits<T, kKv>(kb8[8]), widen_bits<T, kKv>(kb8[9]));
-              }
+              const uint8_t* kb8 = ks_base + (s0 + nt * 8 + gr) * F::kKvPitch + 16 * kk + 2 * tq;
+              const uint32_t b0 = pair_bits<T>(widen_bits<T, kKv>(kb8[0]), widen_bits<T, kKv>(kb8[1]));
+              const uint32_t b1 = pair_bits<T>(widen_bits<T, kKv>(kb8[8]), widen_bits<T, kKv>(kb8[9]));
               Ops::template mma<T>(s[nt], a, b0, b1);
             }
           }
@@ -332,19 +343,26 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
           a[1] = cuda_convert::pack2<PT>(s[2 * kp][2], s[2 * kp][3]);
           a[2] = cuda_convert::pack2<PT>(s[2 * kp + 1][0], s[2 * kp + 1][1]);
           a[3] = cuda_convert::pack2<PT>(s[2 * kp + 1][2], s[2 * kp + 1][3]);
-          const uint8_t* v0 = vs_base + (s0 + 16 * kp + 2 * tq) * F::kKvPitch;
+          if constexpr (kKv == KvKind::kSame) {
+            // ldmatrix.trans over two dimension n-tiles (lane: key 8 ((lane / 8) % 2) + lane % 8, n-tile lane / 16).
+            const uint8_t* vrow = vs_base + (s0 + 16 * kp + 8 * ((lane / 8) % 2) + lane % 8) * F::kKvPitch + 16 * (lane / 16);
 #pragma unroll
-          for (int j = 0; j < HD / 8; ++j) {
-            const int d = 8 * j + gr;
-            uint32_t b0, b1;
-            if constexpr (kKv == KvKind::kSame) {
-              b0 = pair_bits<PT>(lds<uint16_t>(v0 + 2 * d), lds<uint16_t>(v0 + F::kKvPitch + 2 * d));
-              b1 = pair_bits<PT>(lds<uint16_t>(v0 + 8 * F::kKvPitch + 2 * d), lds<uint16_t>(v0 + 9 * F::kKvPitch + 2 * d));
-            } else {
-              b0 = pair_bits<PT>(widen_bits<PT, kKv>(v0[d]), widen_bits<PT, kKv>(v0[F::kKvPitch + d]));
-              b1 = pair_bits<PT>(widen_bits<PT, kKv>(v0[8 * F::kKvPitch + d]), widen_bits<PT, kKv>(v0[9 * F::kKvPitch + d]));
+            for (int j = 0; j < HD / 8; j += 2) {
+              uint32_t b[4];
+              Ops::ldsm_x4_trans(b, vrow + 16 * j);
+              Ops::template mma<PT>(o[j], a, b[0], b[1]);
+              Ops::template mma<PT>(o[j + 1], a, b[2], b[3]);
             }
-            Ops::template mma<PT>(o[j], a, b0, b1);
+          } else {
+            const uint8_t* v0 = vs_base + (s0 + 16 * kp + 2 * tq) * F::kKvPitch;
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j) {
+              const int d = 8 * j + gr;
+              const uint32_t b0 = pair_bits<PT>(widen_bits<PT, kKv>(v0[d]), widen_bits<PT, kKv>(v0[F::kKvPitch + d]));
+              const uint32_t b1 =
+                  pair_bits<PT>(widen_bits<PT, kKv>(v0[8 * F::kKvPitch + d]), widen_bits<PT, kKv>(v0[9 * F::kKvPitch + d]));
+              Ops::template mma<PT>(o[j], a, b0, b1);
+            }
           }
         }
       }

@@ -30,6 +30,10 @@ struct DeviceOps {
     __trap();
 #endif
   }
+  static __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint8_t* p) { attention_device::ldmatrix_x4(r, p); }
+  static __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint8_t* p) {
+    attention_device::ldmatrix_x4_trans(r, p);
+  }
   static __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
   static __device__ __forceinline__ void copy16(void* smem, const void* gmem) { attention_device::cp_async_16(smem, gmem); }
   static __device__ __forceinline__ void commit() { attention_device::cp_async_commit(); }
