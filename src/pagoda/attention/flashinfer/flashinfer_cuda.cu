@@ -86,6 +86,16 @@ bool fi_fp8_mma_available() {
   return ok;
 }
 
+int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q) {
+  const bool q8 = quantize_q && kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
+  int n = dtype == DType::kBF16 ? fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8) : fi_mma_resident_ctas_f16(kv_dtype, head_size, q8);
+  if (n == 0) {  // the SIMT kernel
+    const auto kernel = kv_dtype == DType::kF8E4M3 ? fi_attend_kernel<__half, KvKind::kE4M3> : fi_attend_kernel<__half, KvKind::kSame>;
+    PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, 0));
+  }
+  return std::max(n, 1);
+}
+
 void fi_cuda_plan_alloc(const FiPlan& plan, int num_q_heads, int head_size, FiDevicePlan* d) {
   alloc(&d->tasks, plan.max_tasks());
   alloc(&d->row_token, plan.max_rows());

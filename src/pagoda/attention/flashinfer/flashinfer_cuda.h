@@ -64,6 +64,10 @@ struct FiCudaParams {
   FiDevicePlan plan;
 };
 
+// Attend CTAs of a layer of this configuration resident per SM on the current device: the planner's
+// concurrency target is SMs times this. `quantize_q` as in FiCudaParams.
+int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q);
+
 // Launches the attend and merge kernels of the uploaded plan (no allocation, no synchronisation). Throws a
 // pagoda::Error for a configuration the kernels do not take (checked on the host).
 void fi_cuda_run(const FiCudaParams& p, cudaStream_t stream);

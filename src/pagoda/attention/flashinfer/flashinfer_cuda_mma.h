@@ -13,6 +13,9 @@ namespace pagoda {
 // serves. FP8 queries when p.quantize_q, the cache is e4m3 and the kernel was built for SM 8.9+.
 bool fi_mma_attend_bf16(const FiCudaParams& p, cudaStream_t stream);
 bool fi_mma_attend_f16(const FiCudaParams& p, cudaStream_t stream);
+// Tensor-core attend CTAs resident per SM on the current device for that configuration (0: not served).
+int fi_mma_resident_ctas_bf16(DType kv_dtype, int head_size, bool fp8_queries);
+int fi_mma_resident_ctas_f16(DType kv_dtype, int head_size, bool fp8_queries);
 
 // Whether this binary runs FP8 (e4m3) tensor-core products on the current device: an SM 8.9+ device and a
 // kernel image built for it (an SM 8.0 image runs on SM 8.9 devices without them).

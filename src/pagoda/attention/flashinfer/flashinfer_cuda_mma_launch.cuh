@@ -50,16 +50,24 @@ __global__ void __launch_bounds__(kMmaThreads) fi_mma_kernel(FiCudaParams p) {
   fi_mma_cta<DeviceOps, T, kKv, HD, kQ8>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
+// The kernel, with its shared-memory limit raised once per process (a function attribute, not per launch).
 template <typename T, KvKind kKv, int HD, bool kQ8>
-void launch_mma(const FiCudaParams& p, cudaStream_t s) {
-  constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8>::kSmem;
-  static const bool attr_set = [] {  // once per process (a function attribute, not per launch)
-    PAGODA_CUDA_OK(cudaFuncSetAttribute(fi_mma_kernel<T, kKv, HD, kQ8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+auto prepared_kernel() {
+  static const bool attr_set = [] {
+    PAGODA_CUDA_OK(cudaFuncSetAttribute(fi_mma_kernel<T, kKv, HD, kQ8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        MmaFmt<T, kKv, HD, kQ8>::kSmem));
     return true;
   }();
   (void)attr_set;
+  return fi_mma_kernel<T, kKv, HD, kQ8>;
+}
+
+template <typename T, KvKind kKv, int HD, bool kQ8>
+void launch_mma(const FiCudaParams& p, cudaStream_t s) {
+  constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8>::kSmem;
+  const auto kernel = prepared_kernel<T, kKv, HD, kQ8>();
   const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
-  fi_mma_kernel<T, kKv, HD, kQ8><<<grid, kMmaThreads, kSmem, s>>>(p);
+  kernel<<<grid, kMmaThreads, kSmem, s>>>(p);
   PAGODA_CUDA_OK(cudaGetLastError());
 }
 
@@ -69,6 +77,34 @@ void launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
     case DType::kF8E4M3: return q8 ? launch_mma<T, KvKind::kE4M3, HD, true>(p, s) : launch_mma<T, KvKind::kE4M3, HD, false>(p, s);
     case DType::kF8E5M2: return launch_mma<T, KvKind::kE5M2, HD, false>(p, s);
     default: return launch_mma<T, KvKind::kSame, HD, false>(p, s);
+  }
+}
+
+template <typename T, KvKind kKv, int HD, bool kQ8>
+int resident_ctas() {
+  int n = 0;
+  PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<T, kKv, HD, kQ8>(), kMmaThreads,
+                                                               MmaFmt<T, kKv, HD, kQ8>::kSmem));
+  return n;
+}
+
+template <typename T, int HD>
+int resident_ctas_kv(DType kv, bool q8) {
+  switch (kv) {
+    case DType::kF8E4M3: return q8 ? resident_ctas<T, KvKind::kE4M3, HD, true>() : resident_ctas<T, KvKind::kE4M3, HD, false>();
+    case DType::kF8E5M2: return resident_ctas<T, KvKind::kE5M2, HD, false>();
+    default: return resident_ctas<T, KvKind::kSame, HD, false>();
+  }
+}
+
+// Attend CTAs resident per SM for the kernel a layer of this shape launches (0: the SIMT kernel serves it).
+template <typename T>
+int mma_resident_ctas(DType kv, int head_size, bool q8) {
+  switch (head_size) {
+    case 64: return resident_ctas_kv<T, 64>(kv, q8);
+    case 128: return resident_ctas_kv<T, 128>(kv, q8);
+    case 256: return resident_ctas_kv<T, 256>(kv, q8);
+    default: return 0;
   }
 }
 
