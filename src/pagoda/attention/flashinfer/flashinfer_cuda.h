@@ -64,6 +64,10 @@ struct FiCudaParams {
   FiDevicePlan plan;
 };
 
+// Whether this binary runs FP8 (e4m3) tensor-core products on the current device: an SM 8.9+ device and a
+// kernel image built for it (an SM 8.0 image runs on SM 8.9 devices without them).
+bool fi_fp8_mma_available();
+
 // Attend CTAs of a layer of this configuration resident per SM on the current device: the planner's
 // concurrency target is SMs times this. `quantize_q` as in FiCudaParams.
 int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q);

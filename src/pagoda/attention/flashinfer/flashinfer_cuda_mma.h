@@ -17,8 +17,4 @@ bool fi_mma_attend_f16(const FiCudaParams& p, cudaStream_t stream);
 int fi_mma_resident_ctas_bf16(DType kv_dtype, int head_size, bool fp8_queries);
 int fi_mma_resident_ctas_f16(DType kv_dtype, int head_size, bool fp8_queries);
 
-// Whether this binary runs FP8 (e4m3) tensor-core products on the current device: an SM 8.9+ device and a
-// kernel image built for it (an SM 8.0 image runs on SM 8.9 devices without them).
-bool fi_fp8_mma_available();
-
 }  // namespace pagoda
