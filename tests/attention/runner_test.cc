@@ -26,7 +26,8 @@ LayerShape shape_of(const SelectorConfig& c, KvLayout layout, int block_size) {
 TEST(AttentionRunner, EveryDeclaredConfigurationGetsARunner) {
   const BackendRegistry registry = BackendRegistry::builtin(false);
   int accepted = 0, runners = 0;
-  for (BackendName b : {BackendName::kTritonAttn, BackendName::kFlashAttn, BackendName::kFlexAttention, BackendName::kCpuAttn}) {
+  for (BackendName b : {BackendName::kTritonAttn, BackendName::kFlashAttn, BackendName::kFlashInfer,
+                        BackendName::kFlexAttention, BackendName::kCpuAttn}) {
     const AttentionBackend& backend = registry.get(b);
     for (ComputeCapability cc : {ComputeCapability{8, 0}, ComputeCapability{8, 9}, ComputeCapability{9, 0}})
       for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32})
