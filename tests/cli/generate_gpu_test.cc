@@ -3,8 +3,11 @@
 // model of a head size FLASHINFER takes: pages of 1, 8 and 16, NHD and HND, the seed's --block-size 8
 // example, fp8 KV with and without query quantization, cascade on), and stories260K (head size 8, below
 // TRITON_ATTN's 32, so FLASH_ATTN) reproduces the published golden text.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -228,19 +231,37 @@ TEST(GenerateGpu, BlockSize8SelectsFlashInferWithTheWarning) {
   const std::string warning = "--block-size 8 precluded higher-priority backend(s) FLASH_ATTN. Using FLASHINFER instead, "
                               "which may result in reduced performance. Consider removing --block-size to auto-select "
                               "the optimal block size.";
-  if (device->cc->major != 10) EXPECT_THAT(r.err, testing::HasSubstr(warning));
+  if (device->cc->major != 10) {
+    EXPECT_THAT(r.err, testing::HasSubstr(warning));
+  }
   expect_greedy_prefix(Json::parse(r.out)["token_ids"], p["bfloat16"]["greedy"], p["bfloat16"]["greedy_top1_minus_top2"],
                        0.1, "qwen3-tiny bf16 block 8 FLASHINFER");
 }
 
-// fp8 KV with FLASHINFER (spec §6.5): e4m3 on SM 8.9+ quantizes the query to FP8 unless
-// disable_flashinfer_q_quantization, which the runner's startup line says; e5m2 never does. fp8 KV changes
-// the logits by its rounding (2^-4 relative for e4m3), far beyond the reference's margins, so the tokens
-// are only counted here; the kernels' accuracy is flashinfer_gpu_test's.
+// The architecture of the kernel image the device runs: the newest of the binary's (PAGODA_TEST_CUDA_ARCHS,
+// CMake's list with commas, such as "80-real,90a-real") that is not newer than the device; 0 if none.
+int device_image_arch(const ComputeCapability& cc) {
+  const int device = cc.major * 10 + cc.minor;
+  int best = 0;
+  std::stringstream list(PAGODA_TEST_CUDA_ARCHS);
+  for (std::string a; std::getline(list, a, ',');) {
+    const int arch = std::atoi(a.c_str());
+    if (arch <= device) best = std::max(best, arch);
+  }
+  return best;
+}
+
+// fp8 KV with FLASHINFER (spec §6.5): e4m3 quantizes the query to FP8 unless
+// disable_flashinfer_q_quantization, where the device and the kernel image the device runs are SM 8.9+;
+// the runner's startup line says so. e5m2 never does. fp8 KV changes the logits by its rounding (2^-4
+// relative for e4m3), far beyond the reference's margins, so the tokens are only counted here; the
+// kernels' accuracy is flashinfer_gpu_test's.
 TEST(GenerateGpu, FlashInferFp8KvWithAndWithoutQueryQuantization) {
   SKIP_WITHOUT_GPU();
   const auto device = detect_cuda_device();
-  const bool fp8_mma = device->cc->major > 8 || (device->cc->major == 8 && device->cc->minor >= 9);
+  const bool fp8_mma = device_image_arch(*device->cc) >= 89;
+  std::printf("[fp8] device %d.%d, kernel image sm_%d: FP8 queries %s\n", device->cc->major, device->cc->minor,
+              device_image_arch(*device->cc), fp8_mma ? "expected" : "not expected");
   const std::string dir = test_data_dir() + "/reference/qwen3-tiny";
   const std::string common = " --device cuda --dtype bfloat16 --attention-backend FLASHINFER --model " + dir +
                              " --temperature 0 --ignore-eos --max-tokens 24 --output-json --prompt-token-ids " +

@@ -6,6 +6,7 @@
 // prefix replays its graph either way.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include <gtest/gtest.h>

@@ -4,6 +4,7 @@
 
 #include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_plan.h"
 #include "pagoda/core/error.h"
 
@@ -16,14 +17,13 @@ constexpr int kCtasPerSm = 4;
 class FlashInferCudaRunner final : public AttentionRunner {
  public:
   FlashInferCudaRunner(const LayerShape& shape, const RunnerOptions& options) : shape_(shape), options_(options) {
-    const attention_host::ComputeCapability cc = attention_host::device_compute_capability();
     int sms = options.num_sms;
-    if (sms <= 0) sms = cc.sm_count;
+    if (sms <= 0) sms = attention_host::device_compute_capability().sm_count;
     num_sms_ = sms > 0 ? sms : 132;
     // Spec §6.5: FP8 queries over e4m3 KV on SM 8.9+ unless disable_flashinfer_q_quantization; e5m2 KV and
-    // older devices keep the query in the model dtype.
-    quantize_q_ = options.flashinfer_q_quantization && shape.kv_dtype == DType::kF8E4M3 &&
-                  (cc.major > 8 || (cc.major == 8 && cc.minor >= 9));
+    // older devices keep the query in the model dtype. fi_fp8_mma_available() asks the device (SM 8.9+) and
+    // this binary's kernel image for it (an sm_80 image on an SM 8.9 device has no FP8 MMA).
+    quantize_q_ = options.flashinfer_q_quantization && shape.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
     pshape_ = {shape.num_q_heads, shape.num_kv_heads, shape.block_size, shape.sliding_window, shape.causal};
   }
   ~FlashInferCudaRunner() override { fi_cuda_plan_free(&dplan_); }
@@ -98,8 +98,11 @@ class FlashInferCudaRunner final : public AttentionRunner {
     return fi_step_has_cascade(pshape_, step_of(batch), &eager_groups_, &eager_order_);
   }
 
+  // FP8 queries only where the tensor-core kernel runs them: head sizes 64/128/256 (flashinfer_cuda_mma.h;
+  // the SIMT kernel of the other head sizes dequantizes K/V).
   std::string describe() const override {
-    return str_cat("FLASHINFER (plan/run", quantize_q_ ? ", FP8 queries" : "", options_.cascade ? ", cascade)" : ")");
+    const bool mma = shape_.head_size == 64 || shape_.head_size == 128 || shape_.head_size == 256;
+    return str_cat("FLASHINFER (plan/run", quantize_q_ && mma ? ", FP8 queries" : "", options_.cascade ? ", cascade)" : ")");
   }
 
  private:
