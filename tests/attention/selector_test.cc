@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "pagoda/attention/backends.h"
 #include "pagoda/attention/selector.h"
 #include "pagoda/attention/startup.h"
 #include "pagoda/core/error.h"
@@ -333,17 +334,22 @@ TEST(Forced, InvalidStopsWithReasons) {
   EXPECT_TRUE(messages(o, LogLevel::kWarning).empty());
 }
 
+// A CPU-only build holds no CUDA kernels; a CUDA build holds every backend's, so there the registry marks
+// FLASHINFER's declaration not built.
 TEST(Forced, NotBuiltInThisBinary) {
   Env s{.cc = {9, 0}};
-  s.attention.backend = BackendName::kFlashInfer;  // declared, never built
-  auto o = run(s, {SelectorConfig{}}, BackendRegistry::builtin(false));
+  s.attention.backend = BackendName::kFlashInfer;
+  BackendRegistry reg = BackendRegistry::builtin(false);
+  EXPECT_EQ(reg.built(BackendName::kFlashInfer), bool(PAGODA_TEST_CUDA_BUILD));
+  if (PAGODA_TEST_CUDA_BUILD) reg.set(make_flashinfer_backend(), false);
+  auto o = run(s, {SelectorConfig{}}, reg);
   EXPECT_EQ(o.error, "Selected backend FLASHINFER is not valid for this configuration. Reason: ['not built in this binary']");
 }
 
-// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION
-// and TURBOQUANT are built (TURBOQUANT rejects an `auto` cache by its KV-cache dtypes) and FLASHINFER is
-// rejected as not built; stories260K's head size 8 is FLASH_ATTN's (TRITON_ATTN needs >= 32). A CPU-only build has no CUDA
-// backend at all.
+// This binary's own registry, as engine startup uses it: in a CUDA build FLASH_ATTN, FLASHINFER, TRITON_ATTN,
+// FLEX_ATTENTION and TURBOQUANT are built (TURBOQUANT rejects an `auto` cache by its KV-cache dtypes);
+// stories260K's head size 8 is FLASH_ATTN's (FLASHINFER takes 64 to 512, TRITON_ATTN needs >= 32). A CPU-only
+// build has no CUDA backend at all.
 TEST(Auto, ThisBinarysRegistry) {
   using B = BackendName;
   BackendRegistry reg = BackendRegistry::builtin(false);
@@ -351,19 +357,22 @@ TEST(Auto, ThisBinarysRegistry) {
   SelectorConfig head8;
   head8.head_size = 8;
   auto small = run({.cc = {9, 0}}, {head8}, reg);
-  const std::vector<std::string> not_built{"not built in this binary"};
   if (PAGODA_TEST_CUDA_BUILD) {
     EXPECT_EQ(o.selected, B::kFlashAttn);
     EXPECT_EQ(o.plan.flash_attn_version, 3);
-    EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kTritonAttn, B::kFlexAttention}));
+    EXPECT_EQ(o.trace.potential, (std::vector<B>{B::kFlashAttn, B::kFlashInfer, B::kTritonAttn, B::kFlexAttention}));
     EXPECT_EQ(o.trace.rejected,
-              (std::vector<std::pair<B, std::vector<std::string>>>{
-                  {B::kFlashInfer, not_built},
-                  {B::kTurboQuant, {"kv_cache_dtype not supported"}}}));
+              (std::vector<std::pair<B, std::vector<std::string>>>{{B::kTurboQuant, {"kv_cache_dtype not supported"}}}));
     EXPECT_EQ(small.selected, B::kFlashAttn) << small.error;
     ASSERT_GE(small.trace.rejected.size(), 2u);
+    EXPECT_EQ(small.trace.rejected[0].first, B::kFlashInfer);
+    EXPECT_EQ(small.trace.rejected[0].second, std::vector<std::string>{"head_size not supported"});
     EXPECT_EQ(small.trace.rejected[1].first, B::kTritonAttn);
     EXPECT_EQ(small.trace.rejected[1].second, std::vector<std::string>{"head_size not supported"});
+    // The seed's example: --block-size 8 on SM 9.0 selects the built FLASHINFER.
+    SelectorConfig block8;
+    block8.block_size = 8;
+    EXPECT_EQ(run({.cc = {9, 0}}, {block8}, reg).selected, B::kFlashInfer);
   } else {
     EXPECT_THAT(o.error, testing::StartsWith("No valid attention backend found for cuda"));
     EXPECT_THAT(o.error, testing::HasSubstr("FLASH_ATTN: [not built in this binary]"));

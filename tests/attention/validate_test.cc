@@ -201,9 +201,9 @@ TEST(Validate, CpuAttnForcedOnCuda) {
 TEST(Validate, NotBuiltInThisBinary) {
   BackendRegistry reg = BackendRegistry::builtin(false);
   EXPECT_TRUE(reg.built(BackendName::kCpuAttn));
-  EXPECT_FALSE(reg.built(BackendName::kFlashInfer));
-  // The CUDA builds hold the FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION and TURBOQUANT CUDA kernels.
+  // The CUDA builds hold the FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION and TURBOQUANT CUDA kernels.
   constexpr bool kCudaBuild = PAGODA_TEST_CUDA_BUILD;
+  EXPECT_EQ(reg.built(BackendName::kFlashInfer), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kFlexAttention), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kFlashAttn), kCudaBuild);
   EXPECT_EQ(reg.built(BackendName::kTritonAttn), kCudaBuild);

@@ -351,5 +351,60 @@ TEST(FlashInferCascade, GroupsOfOneTo256Requests) {
   }
 }
 
+// fi_step_has_cascade (the CUDA runner's wants_eager) on random steps built with known shared prefixes: a
+// step has cascade exactly when some prefix group has two members that are eligible (new tokens past the
+// first block and, under a window, every shared key visible) and the prefix they all share in full blocks
+// before their new tokens is at least kFiMinCascadeKeys keys.
+TEST(FlashInferCascade, StepHasCascadeExactlyWhenMembersShareEnoughFullBlocks) {
+  std::mt19937_64 rng(9);
+  int with = 0, without = 0;
+  for (int bs : {1, 8, 16, 64})
+    for (int iter = 0; iter < 200; ++iter) {
+      Layer L{.block_size = bs};
+      L.window = iter % 5 == 0 ? 64 + int(rng() % 256) : 0;
+      StepSpec sp;
+      const int num_groups = 1 + int(rng() % 3);
+      // Shared prefixes around kFiMinCascadeKeys: 1 to 6 blocks (bs 1: 16 to 48 keys).
+      for (int g = 0; g < num_groups; ++g)
+        sp.group_keys.push_back(bs == 1 ? 16 + int(rng() % 33) : bs * (1 + int(rng() % 6)));
+      const int S = 1 + int(rng() % 10);
+      for (int s = 0; s < S; ++s) {
+        const int g = int(rng() % (num_groups + 1)) - 1;
+        const int gk = g >= 0 ? sp.group_keys[size_t(g)] : 64;
+        const int q = rng() % 4 == 0 ? 1 + int(rng() % 40) : 1;
+        // Mostly past the prefix; sometimes new tokens start inside it.
+        const int ctx = rng() % 4 == 0 ? q + int(rng() % (gk + 1)) : gk + q + int(rng() % 100);
+        sp.q_lens.push_back(q), sp.ctx.push_back(ctx), sp.group.push_back(g);
+      }
+      Step st = fi_test::make_step(sp, bs, rng);
+      bool expected = false;
+      for (int g = 0; g < num_groups; ++g) {
+        int eligible = 0, shared = sp.group_keys[size_t(g)] / bs;
+        for (int s = 0; s < S; ++s) {
+          const int first_new = st.ctx[size_t(s)] - st.q_lens[size_t(s)];
+          if (sp.group[size_t(s)] != g || first_new < bs) continue;
+          if (L.window > 0 && st.ctx[size_t(s)] - 1 >= L.window) continue;
+          ++eligible;
+          shared = std::min(shared, first_new / bs);
+        }
+        if (eligible >= 2 && shared * bs >= kFiMinCascadeKeys) expected = true;
+      }
+      FiCascade scratch;
+      std::vector<int32_t> order;
+      scratch.groups.reserve(size_t(S)), scratch.members.reserve(size_t(S)), order.reserve(size_t(S));
+      const int32_t* members_before = scratch.members.data();
+      EXPECT_EQ(fi_step_has_cascade(L.plan_shape(), st.fi(), &scratch, &order), expected)
+          << "block " << bs << ", iteration " << iter;
+      EXPECT_EQ(scratch.members.data(), members_before);  // reserved scratch: no allocation
+      FiStep no_tables = st.fi();
+      no_tables.block_tables = nullptr;
+      EXPECT_FALSE(fi_step_has_cascade(L.plan_shape(), no_tables, &scratch, &order));
+      (expected ? with : without) += 1;
+    }
+  // Both answers are common, so neither is true by construction of the cases alone.
+  EXPECT_GT(with, 100);
+  EXPECT_GT(without, 100);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -1,8 +1,8 @@
 // FLASHINFER's CPU runner, made through the declaration (options.cpu, every build): it writes the step's
 // keys and values into a cache of the layer's layout (NHD or HND) and dtype, plans (split KV, cascade over
 // the step's block tables) and runs in float32; compared with dense float64 attention over what the cache
-// holds. Cascade on equals cascade off; the model runner's reserve({}) grows; without a CUDA runner the
-// declaration refuses a GPU runner and a cascade step without block tables is refused.
+// holds. Cascade on equals cascade off; the model runner's reserve({}) grows; a cascade step without block
+// tables is refused. The CUDA runner is made exactly in CUDA builds, and its wants_eager() is host code.
 #include <gtest/gtest.h>
 
 #include "flashinfer_test_util.h"
@@ -206,25 +206,74 @@ TEST(FlashInferRunner, CacheShapeOfAnyPageSize) {
   }
 }
 
-TEST(FlashInferRunner, RefusedWithoutKernels) {
+// The CUDA runner is built exactly in CUDA builds (PAGODA_BUILT_FLASHINFER, which pagoda_attention exports);
+// elsewhere a GPU runner is the one `not built in this binary` error. The CPU runner refuses what it cannot
+// compute in any build.
+TEST(FlashInferRunner, CudaRunnerExactlyInCudaBuilds) {
+#ifdef PAGODA_BUILT_FLASHINFER
+  constexpr bool kBuilt = true;
+#else
+  constexpr bool kBuilt = false;
+#endif
   const auto fi = make_flashinfer_backend();
-  EXPECT_FALSE(fi->kernels_built());
+  EXPECT_EQ(fi->kernels_built(), kBuilt);
   EXPECT_TRUE(fi->serves_cascade());
   RunnerOptions gpu;
-  try {
-    fi->make_runner(shape_of(128, 16, KvLayout::kNHD, DType::kBF16), gpu);
-    ADD_FAILURE() << "a GPU runner without kernels";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("FLASHINFER is not built in this binary"), std::string::npos) << e.what();
+  gpu.num_sms = 132;
+  LayerShape bf16 = shape_of(128, 16, KvLayout::kNHD, DType::kBF16);
+  bf16.dtype = DType::kBF16;
+  if (kBuilt) {
+    // Construction asks the device (none here: no FP8 queries) and allocates nothing; reserve() would.
+    auto r = fi->make_runner(bf16, gpu);
+    EXPECT_EQ(r->describe(), "FLASHINFER (plan/run)");
+    EXPECT_THROW(fi->make_runner(shape_of(128, 16, KvLayout::kNHD, DType::kF32), gpu), Error);  // float32
+  } else {
+    try {
+      fi->make_runner(bf16, gpu);
+      ADD_FAILURE() << "a GPU runner without kernels";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FLASHINFER is not built in this binary"), std::string::npos) << e.what();
+    }
   }
   RunnerOptions cpu;
   cpu.cpu = true;
-  LayerShape bf16 = shape_of(128, 16, KvLayout::kNHD, DType::kBF16);
-  bf16.dtype = DType::kBF16;
   EXPECT_THROW(fi->make_runner(bf16, cpu), Error);  // the CPU computes in float32
   LayerShape tq = shape_of(128, 16, KvLayout::kNHD, DType::kU8);
   tq.kv_preset = "turboquant_k8v4";
   EXPECT_THROW(fi->make_runner(tq, cpu), Error);
+}
+
+// The CUDA runner's wants_eager() (CUDA builds; host code, no device needed before reserve()): with cascade
+// on, a step whose sequences share enough full prefix blocks must not replay a captured graph; a step
+// without, or any step with cascade off, may.
+TEST(FlashInferRunner, CudaRunnerWantsEagerForCascadeSteps) {
+#ifndef PAGODA_BUILT_FLASHINFER
+  GTEST_SKIP() << "no FLASHINFER CUDA runner in this build";
+#endif
+  const auto fi = make_flashinfer_backend();
+  LayerShape shape = shape_of(128, 16, KvLayout::kNHD, DType::kBF16);
+  shape.dtype = DType::kBF16;
+  RunnerOptions on, off;
+  on.num_sms = off.num_sms = 132;
+  on.cascade = true;
+  auto r_on = fi->make_runner(shape, on), r_off = fi->make_runner(shape, off);
+  EXPECT_EQ(r_on->describe(), "FLASHINFER (plan/run, cascade)");
+  std::mt19937_64 rng(10);
+  // Three decode sequences over a shared 64-key prefix (4 blocks), and the same lengths with no sharing.
+  const StepSpec shared{{1, 1, 1}, {100, 130, 70}, {0, 0, 0}, {64}};
+  const StepSpec apart{{1, 1, 1}, {100, 130, 70}, {}, {}};
+  for (bool sharing : {true, false}) {
+    const Step st = fi_test::make_step(sharing ? shared : apart, shape.block_size, rng);
+    AttentionBatch b;
+    b.query_lens.assign(st.q_lens.begin(), st.q_lens.end());
+    b.seq_lens.assign(st.ctx.begin(), st.ctx.end());
+    b.block_tables = st.tables.data();
+    b.block_table_stride = st.stride;
+    EXPECT_EQ(r_on->wants_eager(b), sharing);
+    EXPECT_FALSE(r_off->wants_eager(b));
+    b.block_tables = nullptr;  // no tables: nothing to group
+    EXPECT_FALSE(r_on->wants_eager(b));
+  }
 }
 
 }  // namespace

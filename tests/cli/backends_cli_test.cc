@@ -411,6 +411,8 @@ TEST(BackendsList, ShowsBuiltStatus) {
   EXPECT_EQ(j[5]["built"], true);
   const bool cuda_build = j[0]["built"];  // FLASH_ATTN: built in CUDA builds only
   EXPECT_EQ(j[3]["built"], cuda_build);  // FLEX_ATTENTION: CUDA kernels in CUDA builds (a CPU runner in every build)
+  EXPECT_EQ(j[1]["name"], "FLASHINFER");
+  EXPECT_EQ(j[1]["built"], cuda_build);  // FLASHINFER: the same
   EXPECT_EQ(j[2]["name"], "TRITON_ATTN");
   EXPECT_EQ(j[0]["built"], j[2]["built"]);  // FLASH_ATTN and TRITON_ATTN: both in CUDA builds, neither in CPU-only ones
   EXPECT_EQ(j[2]["head_sizes"], ">= 32");

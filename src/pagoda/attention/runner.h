@@ -124,6 +124,10 @@ class AttentionRunner {
   virtual void plan(const AttentionBatch& batch, void* stream) = 0;
   // One layer of the planned step: launches only (no allocation, no synchronisation).
   virtual void run(const AttentionParams& params, void* stream) const = 0;
+  // Whether this step must not replay a captured CUDA graph (its fixed decode plan cannot serve it): FLASHINFER
+  // with cascade, for a step whose sequences share prefix blocks. Asked of the eager runners before plan(),
+  // on the host, for every step that would replay a graph; cheap, no allocation once warm.
+  virtual bool wants_eager(const AttentionBatch&) const { return false; }
   // For the startup log: "TRITON_ATTN (unified)", "FLASH_ATTN (FA3 prefill + FA2)".
   virtual std::string describe() const = 0;
 };

@@ -244,6 +244,7 @@ BenchCeilings run_attention_bench_cuda(const BenchAttentionRequest& req, std::ve
       ro.tq_max_graph_splits = sel.attention.tq_max_kv_splits_for_cuda_graph;
       ro.flex_block_m = sel.attention.flex_attn_block_m.value_or(0);
       ro.flex_block_n = sel.attention.flex_attn_block_n.value_or(0);
+      ro.flashinfer_q_quantization = !sel.attention.disable_flashinfer_q_quantization;
       b.groups = group_attention_layers(cfg, backends, dt, sel.layer_kv_cache_dtypes, dt, sel.layout, sel.block_size,
                                         sel.causal, ro);
       b.layer_group.assign(size_t(cfg.num_layers), 0);

@@ -222,6 +222,8 @@ EngineSetup setup_engine(const EngineArgs& args, const ValidatedArgs& v, const L
   ro.flex_block_m = s.attention.flex_attn_block_m.value_or(0);
   ro.flex_block_n = s.attention.flex_attn_block_n.value_or(0);
   ro.cascade = s.attention.use_cascade_attention;
+  // FP8 queries over e4m3 KV on SM 8.9+ (spec §6.5); the CPU runner's queries are float32 whatever this says.
+  ro.flashinfer_q_quantization = !s.attention.disable_flashinfer_q_quantization;
   const bool causal = !s.attention.use_non_causal;
   // fp8 layers read the checkpoint's scales; the others ignore them.
   const bool fp8_layers = std::any_of(e.layer_kv_cache_dtypes.begin(), e.layer_kv_cache_dtypes.end(),

@@ -4,6 +4,7 @@
 
 #include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
+#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_plan.h"
 #include "pagoda/core/error.h"
 
@@ -19,12 +20,16 @@ class FlashInferCudaRunner final : public AttentionRunner {
     int sms = options.num_sms;
     if (sms <= 0) sms = attention_host::device_compute_capability().sm_count;
     num_sms_ = sms > 0 ? sms : 132;
+    // Spec §6.5: FP8 queries over e4m3 KV on SM 8.9+ unless disable_flashinfer_q_quantization; e5m2 KV and
+    // older devices keep the query in the model dtype. fi_fp8_mma_available() asks the device (SM 8.9+) and
+    // this binary's kernel image for it (an sm_80 image on an SM 8.9 device has no FP8 MMA).
+    quantize_q_ = options.flashinfer_q_quantization && shape.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
+    pshape_ = {shape.num_q_heads, shape.num_kv_heads, shape.block_size, shape.sliding_window, shape.causal};
   }
   ~FlashInferCudaRunner() override { fi_cuda_plan_free(&dplan_); }
 
   void reserve(const RunnerLimits& limits) override {
     graph_batch_ = limits.graph_batch;
-    FiPlanShape ps{shape_.num_q_heads, shape_.num_kv_heads, shape_.block_size, shape_.sliding_window, shape_.causal};
     FiPlanLimits pl;
     pl.max_tokens = graph_batch_ > 0 ? graph_batch_ : limits.max_tokens;
     pl.max_seqs = graph_batch_ > 0 ? graph_batch_ : limits.max_seqs;
@@ -37,7 +42,13 @@ class FlashInferCudaRunner final : public AttentionRunner {
       graph_splits_ = std::clamp((pl.target_ctas + ctas - 1) / ctas, 1, std::max(1, options_.max_graph_splits));
       pl.graph_splits = graph_splits_;
     }
-    plan_.reserve(ps, pl);
+    plan_.reserve(pshape_, pl);
+    if (pl.cascade) {  // wants_eager()'s grouping allocates nothing per step
+      const size_t seqs = size_t(std::max(0, limits.max_seqs));
+      eager_groups_.groups.reserve(seqs / 2);
+      eager_groups_.members.reserve(seqs);
+      eager_order_.reserve(seqs);
+    }
     fi_cuda_plan_alloc(plan_, shape_.num_q_heads, shape_.head_size, &dplan_);
   }
 
@@ -48,14 +59,7 @@ class FlashInferCudaRunner final : public AttentionRunner {
     } else {
       if (options_.cascade && !batch.seq_lens.empty() && !batch.block_tables)
         throw_runtime_error("FLASHINFER: cascade attention needs the step's block tables in plan()");
-      static_assert(sizeof(int) == sizeof(int32_t));
-      FiStep st;
-      st.query_lens = reinterpret_cast<const int32_t*>(batch.query_lens.data());
-      st.seq_lens = reinterpret_cast<const int32_t*>(batch.seq_lens.data());
-      st.block_tables = batch.block_tables;
-      st.block_table_stride = batch.block_table_stride;
-      st.num_seqs = int(batch.seq_lens.size());
-      plan_.build(st);
+      plan_.build(step_of(batch));
     }
     fi_cuda_plan_upload(plan_, &dplan_, s);
   }
@@ -83,20 +87,46 @@ class FlashInferCudaRunner final : public AttentionRunner {
     p.seq_lens = a.seq_lens;
     p.block_tables = a.block_tables;
     p.block_table_stride = a.block_table_stride;
+    p.quantize_q = quantize_q_;
     p.plan = dplan_;
     fi_cuda_run(p, static_cast<cudaStream_t>(stream));
   }
 
+  // A step with a cascade group needs its own plan; a captured decode grid has none. Cascade off: false at once.
+  bool wants_eager(const AttentionBatch& batch) const override {
+    if (!options_.cascade || graph_batch_ > 0) return false;
+    return fi_step_has_cascade(pshape_, step_of(batch), &eager_groups_, &eager_order_);
+  }
+
+  // FP8 queries only where the tensor-core kernel runs them: head sizes 64/128/256 (flashinfer_cuda_mma.h;
+  // the SIMT kernel of the other head sizes dequantizes K/V).
   std::string describe() const override {
-    return str_cat("FLASHINFER (plan/run, SIMT kernels", options_.cascade ? ", cascade)" : ")");
+    const bool mma = shape_.head_size == 64 || shape_.head_size == 128 || shape_.head_size == 256;
+    return str_cat("FLASHINFER (plan/run", quantize_q_ && mma ? ", FP8 queries" : "", options_.cascade ? ", cascade)" : ")");
   }
 
  private:
+  static FiStep step_of(const AttentionBatch& batch) {
+    static_assert(sizeof(int) == sizeof(int32_t));
+    FiStep st;
+    st.query_lens = reinterpret_cast<const int32_t*>(batch.query_lens.data());
+    st.seq_lens = reinterpret_cast<const int32_t*>(batch.seq_lens.data());
+    st.block_tables = batch.block_tables;
+    st.block_table_stride = batch.block_table_stride;
+    st.num_seqs = int(batch.seq_lens.size());
+    return st;
+  }
+
   LayerShape shape_;
   RunnerOptions options_;
+  FiPlanShape pshape_;
   int num_sms_ = 132;
+  bool quantize_q_ = false;
   int graph_batch_ = 0, graph_splits_ = 1;
   FiPlan plan_;
+  // wants_eager()'s grouping: scratch on the host, overwritten by every call.
+  mutable FiCascade eager_groups_;
+  mutable std::vector<int32_t> eager_order_;
   FiDevicePlan dplan_;
 };
 

@@ -51,6 +51,13 @@ void fi_cascade_groups(const FiPlanShape& shape, const int32_t* query_lens, cons
   }
 }
 
+bool fi_step_has_cascade(const FiPlanShape& shape, const FiStep& step, FiCascade* scratch, std::vector<int32_t>* order) {
+  if (!step.block_tables || step.num_seqs < 2) return false;
+  fi_cascade_groups(shape, step.query_lens, step.seq_lens, step.num_seqs, step.block_tables, step.block_table_stride,
+                    scratch, order);
+  return !scratch->groups.empty();
+}
+
 void FiPlan::reserve(const FiPlanShape& shape, const FiPlanLimits& limits) {
   PAGODA_CHECK(shape.num_kv_heads >= 1 && shape.num_q_heads % shape.num_kv_heads == 0 && shape.block_size >= 1,
                "FLASHINFER plan: bad shape");

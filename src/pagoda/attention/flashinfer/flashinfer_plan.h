@@ -125,6 +125,10 @@ struct FiStep {
   int num_seqs = 0;
 };
 
+// Whether `step` has a cascade group (fi_cascade_groups finds one): such a step needs a plan of its own, so it
+// must not replay a captured decode grid. false without block tables. `scratch` and `order` as there.
+bool fi_step_has_cascade(const FiPlanShape& shape, const FiStep& step, FiCascade* scratch, std::vector<int32_t>* order);
+
 class FiPlan {
  public:
   // Capacity for steps within `limits`. PRECOND: shape.num_kv_heads >= 1.

@@ -540,21 +540,12 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   // for the next captured batch size; padding sequences have no tokens.
   bool decode = !m.opt.enforce_eager && T == S && R == S;
   for (int s = 0; decode && s < S; ++s) decode = b.query_start_loc[size_t(s) + 1] - b.query_start_loc[size_t(s)] == 1 && b.logits_indices[size_t(s)] == s;
-  int bp = 0;
-  if (decode)
-    for (int size : m.graph_sizes)
-      if (size >= S) {
-        bp = size;
-        break;
-      }
-  const int Sp = bp > 0 ? bp : S;
   auto& prof = m.prof;
   if (prof.on) {
     prof.step = CudaStepProfile{};
     prof.step.tokens = T;
     prof.step.seqs = S;
     prof.step.rows = R;
-    prof.step.graph = bp > 0;
     prof.t0 = std::chrono::steady_clock::now();
     PAGODA_CUDA_CHECK(cudaEventRecord(prof.start, m.stream));
   }
@@ -586,6 +577,18 @@ int CudaModelRunner::run_to_logits(const ForwardBatch& b) {
   info.block_tables = b.block_tables.data();
   info.block_table_stride = b.max_blocks_per_seq;
   std::memcpy(li, b.logits_indices.data(), size_t(R) * 4);
+  int bp = 0;
+  if (decode)
+    for (int size : m.graph_sizes)
+      if (size >= S) {
+        bp = size;
+        break;
+      }
+  // A runner that cannot serve this step from a captured plan (FLASHINFER's cascade groups) runs it eagerly.
+  for (size_t g = 0; bp > 0 && g < m.runners.size(); ++g)
+    if (m.runners[g]->wants_eager(info)) bp = 0;
+  const int Sp = bp > 0 ? bp : S;
+  if (prof.on) prof.step.graph = bp > 0;
   write_padding_sequences(m, S, Sp, T);  // up to the captured batch size
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(m.meta.data(), m.meta_host.data(), m.off_err, cudaMemcpyHostToDevice, m.stream));
   if (prof.on) prof.step.prep_s = since(prof.t0);
