@@ -12,7 +12,6 @@
 
 #include "flashinfer_case.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
-#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_runner.h"
 
 namespace pagoda {

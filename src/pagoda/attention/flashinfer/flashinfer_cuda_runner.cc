@@ -4,15 +4,11 @@
 
 #include "pagoda/attention/device_caps.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
-#include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_plan.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda {
 namespace {
-
-// Attend CTAs (4 warps, ~72 registers a thread) resident per SM that the planner aims to fill.
-constexpr int kCtasPerSm = 4;
 
 class FlashInferCudaRunner final : public AttentionRunner {
  public:
@@ -34,7 +30,9 @@ class FlashInferCudaRunner final : public AttentionRunner {
     pl.max_tokens = graph_batch_ > 0 ? graph_batch_ : limits.max_tokens;
     pl.max_seqs = graph_batch_ > 0 ? graph_batch_ : limits.max_seqs;
     pl.max_model_len = limits.max_model_len;
-    pl.target_ctas = num_sms_ * kCtasPerSm;
+    // The planner fills SMs x the attend CTAs of this layer's kernel that fit on one (its shared memory and
+    // registers decide: 2-4 for the tensor-core kernel).
+    pl.target_ctas = num_sms_ * fi_cuda_resident_ctas(shape_.dtype, shape_.kv_dtype, shape_.head_size, quantize_q_);
     // A captured step replays one plan: no cascade groups (they follow the step's tables), fixed splits.
     pl.cascade = options_.cascade && graph_batch_ == 0;
     if (graph_batch_ > 0) {
