@@ -14,9 +14,10 @@ data=${PAGODA_TEST_DATA:-$root/../shared}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build"
 stage=$(mktemp -d)
-bins=("$build/pagoda" "$build/bench/attention_bench" "$build/bench/quant_gemv_bench" "$build/bench/turboquant_bench")
+bins=("$build/pagoda" "$build/bench/attention_bench" "$build/bench/quant_gemv_bench" "$build/bench/turboquant_bench"
+  "$build/bench/flashinfer_bench")
 while IFS= read -r t; do bins+=("$t"); done < <(find "$build/tests" -type f -perm -u+x \
-  \( -name '*gpu*_test' -o -name 'ops_cuda_*_test' \) | sort)
+  \( -name '*gpu*_test' -o -name 'ops_cuda_*_test' -o -name flashinfer_emulation_test \) | sort)
 "$root/../shared/tools/device-bundle" "$stage/bundle" "${bins[@]}" >/dev/null
 strip "$stage/bundle/bin/"* 2>/dev/null || true
 mkdir -p "$stage/bundle/data/models"
