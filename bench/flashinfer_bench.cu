@@ -3,7 +3,8 @@
 // bandwidth measured in the same run as the ceiling. bench/peers/flashinfer_peer.py runs the FlashInfer library
 // on the same shapes and prints the same lines and CSV columns (impl FLASHINFER-LIB).
 //
-//   flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--rounds R] [--calls N] [--help]
+//   flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--rounds R] [--calls N] [--cooldown MS]
+//                    [--help]
 //
 // decode   batch 1/16/64/128/256 x context 1k/4k/8k/32k, pages of 16, NHD: KV bf16, e4m3 with FP8 queries
 //          (variant fp8-q), e4m3 with bf16 queries (variant bf16-q: disable_flashinfer_q_quantization), e5m2.
@@ -12,7 +13,8 @@
 // cascade  256 requests decoding one token each over a shared 32768-token prefix (the same blocks, as the prefix
 //          cache gives) plus 1 + (i % 64) tokens of their own: cascade off (plain decode) and on. Both report the
 //          plain decode's bytes over their time, so the cascade's speedup shows as a higher equivalent TB/s.
-// --quick: one shape of each kind.
+// --quick: one shape of each kind. --cooldown MS: the GPU idles MS milliseconds before each shape, so that every
+// shape starts from the same clocks (as the peer's --cooldown).
 //
 // Timing (docs/benchmarks.md, METHOD.md): per shape one CUDA graph of `calls` run() calls back to back (plan
 // built and uploaded once, outside the graph, as the engine plans a step once for all its layers), decode calls
@@ -20,17 +22,20 @@
 // call's time is a replay's over `calls`, the median of `rounds` replays.
 // Output: one line per (shape, variant), `PAGODA decode batch=B ctx=C page=P layout=L kv=K variant=V: X ms,
 // Y TB/s (Z% of copy)` (prefill: TFLOP/s), and $OUT/flashinfer_bench.csv (impl,kind,batch,ctx,page,layout,kv,
-// variant,ms,tbps,tflops) when OUT is set. A shape that fails prints FAILED and the rest run; exit status 1.
+// variant,ms,tbps,tflops) when OUT is set, appended to (the header only in a new file) so that a device
+// script's calls of one section each fill one file. A shape that fails prints FAILED and the rest run; exit status 1.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
@@ -272,12 +277,13 @@ double measure_copy_tbs() {
 struct Args {
   std::string only;
   bool quick = false;
-  int rounds = 15, calls = 20;
+  int rounds = 15, calls = 20, cooldown_ms = 0;
 };
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status ? stderr : stdout,
                "usage: flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--rounds R] [--calls N]\n"
+               "                        [--cooldown MS]\n"
                "  decode: batch 1-256 x context 1k-32k, KV bf16 / e4m3 (FP8 or bf16 queries) / e5m2; pages: 1-128, NHD\n"
                "  and HND; prefill: causal (1, 8192), (4, 4096), (16, 1024); cascade: 256 x 32k shared prefix, off / on.\n"
                "  defaults: every kind, 15 rounds of 20-call graphs\n");
@@ -298,6 +304,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--quick") a.quick = true;
     else if (s == "--rounds") a.rounds = value();
     else if (s == "--calls") a.calls = value();
+    else if (s == "--cooldown" && i + 1 < argc) a.cooldown_ms = std::atoi(argv[++i]);
     else if (s == "--only" && i + 1 < argc) {
       a.only = argv[++i];
       if (a.only != "decode" && a.only != "pages" && a.only != "prefill" && a.only != "cascade") usage(2);
@@ -320,8 +327,11 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, ceiling, fi_fp8_mma_available() ? "yes" : "no");
   FILE* csv = nullptr;
   if (const char* out = std::getenv("OUT")) {
-    csv = std::fopen((std::string(out) + "/flashinfer_bench.csv").c_str(), "w");
-    if (csv) std::fprintf(csv, "impl,kind,batch,ctx,page,layout,kv,variant,ms,tbps,tflops\n");
+    const std::string path = std::string(out) + "/flashinfer_bench.csv";
+    FILE* existing = std::fopen(path.c_str(), "r");
+    if (existing) std::fclose(existing);
+    csv = std::fopen(path.c_str(), "a");
+    if (csv && !existing) std::fprintf(csv, "impl,kind,batch,ctx,page,layout,kv,variant,ms,tbps,tflops\n");
   }
   int status = 0;
   for (const Shape& s : shapes(args.only, args.quick)) {
@@ -335,6 +345,7 @@ int main(int argc, char** argv) {
     else
       std::snprintf(head, sizeof head, "PAGODA %s batch=%d ctx=%d page=%d layout=%s kv=%s variant=%s", s.kind.c_str(),
                     s.batch, s.ctx, s.page, kv_layout_str(s.layout), s.kv_name(), s.variant().c_str());
+    if (args.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(args.cooldown_ms));
     try {
       const Result r = run_shape(s, prop.multiProcessorCount, args.rounds, args.calls);
       const double tbs = r.bytes / (r.ms * 1e-3) / 1e12, tflops = r.flops / (r.ms * 1e-3) / 1e12;
