@@ -25,8 +25,12 @@ struct Case {
   int target = 264;      // CTAs the plan aims to fill (132 SMs x 2)
   bool quantize_q = false;  // e4m3 caches: FP8 queries (where the kernel applies it: see fp8_queries())
 
-  // Whether the tensor-core kernel serves the case (the SIMT kernel serves other head sizes).
-  bool mma() const { return layer.head_size == 64 || layer.head_size == 128 || layer.head_size == 256; }
+  // Whether the tensor-core kernel serves the case (the SIMT kernel serves other head sizes, and a cache of the
+  // other 16-bit dtype).
+  bool mma() const {
+    const bool other16 = kv_dtype != dtype && dtype_size(kv_dtype) == 2;
+    return !other16 && (layer.head_size == 64 || layer.head_size == 128 || layer.head_size == 256);
+  }
   std::string str() const {
     char b[200];
     std::snprintf(b, sizeof b, "heads %d/%d x %d, block %d %s, %s / kv %s%s%s%s", layer.num_q_heads, layer.num_kv_heads,

@@ -201,6 +201,9 @@ void emulate_case(const Case& c, const FiCudaParams& p) {
       if (!c.mma()) return emulate<T, KvKind::kE4M3>(p);
       return q8 ? emulate_mma_hd<T, KvKind::kE4M3, true>(p) : emulate_mma_hd<T, KvKind::kE4M3, false>(p);
     case DType::kF8E5M2: return c.mma() ? emulate_mma_hd<T, KvKind::kE5M2, false>(p) : emulate<T, KvKind::kE5M2>(p);
+    case DType::kF16: case DType::kBF16:
+      if (c.kv_dtype != c.dtype) return emulate<T, KvKind::kOther16>(p);
+      [[fallthrough]];
     default: return c.mma() ? emulate_mma_hd<T, KvKind::kSame, false>(p) : emulate<T, KvKind::kSame>(p);
   }
 }
@@ -236,12 +239,13 @@ const StepSpec kSmall{{1, 1, 1, 7, 17}, {1, 17, 150, 7, 60}, {}, {}};
 // Longer contexts for the SIMT kernel (its emulation runs lanes in lockstep, without threads).
 const StepSpec kMixed{{1, 1, 1, 1, 7, 17, 33}, {1, 17, 513, 4099, 7, 97, 600}, {}, {}};
 
-Case make_case(Layer layer, const StepSpec& spec, DType dtype = DType::kBF16, DType kv = DType::kBF16) {
+// kv: the cache's dtype; kU8 (the default) for the query's.
+Case make_case(Layer layer, const StepSpec& spec, DType dtype = DType::kBF16, DType kv = DType::kU8) {
   Case c;
   c.layer = layer;
   c.spec = spec;
   c.dtype = dtype;
-  c.kv_dtype = kv == DType::kBF16 ? dtype : kv;
+  c.kv_dtype = kv == DType::kU8 ? dtype : kv;
   c.target = 64;  // splits the longer contexts
   return c;
 }
@@ -286,7 +290,7 @@ TEST(FlashInferEmulation, TensorCoresWindowNonCausalCascadeAndCapturedGrid) {
   }
 }
 
-// The SIMT kernel: the head sizes the tensor-core one does not take.
+// The SIMT kernel: the head sizes the tensor-core one does not take, and caches of the other 16-bit dtype.
 TEST(FlashInferEmulation, SimtHeadSizes) {
   uint64_t seed = 70;
   for (auto [hd, bs, gqa] : {std::tuple{32, 1, 1}, {96, 16, 8}, {512, 128, 2}}) {
@@ -296,6 +300,8 @@ TEST(FlashInferEmulation, SimtHeadSizes) {
   for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) check(make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, kMixed, DType::kBF16, kv), seed++);
   Case c = make_case({8, 2, 96, 16, 100, false, KvLayout::kHND}, kMixed);
   check(c, seed++);
+  for (auto [q, kv] : {std::pair{DType::kBF16, DType::kF16}, {DType::kF16, DType::kBF16}})
+    check(make_case({8, 2, 128, 8, 0, true, KvLayout::kNHD}, kMixed, q, kv), seed++);
   Case d = make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, {{1, 1, 1, 1}, {1, 17, 513, 4099}, {}, {}});
   d.graph_splits = 16;
   check(d, seed++);

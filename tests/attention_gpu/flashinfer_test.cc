@@ -2,7 +2,7 @@
 // over the same cache bytes and the same rounded (or FP8-quantized) queries (flashinfer_case.h): head sizes 64,
 // 128, 256 (tensor cores) and 96, 512 (SIMT); page sizes 1, 8, 16, 64, 128 in NHD and HND; GQA 1 to 80; lengths 1,
 // 7, 17, 97, 513, 4099 in mixed prefill and decode; window, non-causal, cascade groups, the captured-decode
-// grid; bf16 and fp16 queries; bf16/fp16 and fp8 e4m3 / e5m2 caches, e4m3 with FP8 queries. Outputs poisoned (0xff: NaN) before each launch, and relaunched on a re-poisoned output (what a
+// grid; bf16 and fp16 queries; bf16/fp16 (either under either) and fp8 e4m3 / e5m2 caches, e4m3 with FP8 queries. Outputs poisoned (0xff: NaN) before each launch, and relaunched on a re-poisoned output (what a
 // graph replay computes). Without a device every test prints "skipped: no CUDA device".
 #include <cuda_runtime_api.h>
 
@@ -125,6 +125,21 @@ TEST(FlashInferGpu, WindowNonCausalAndFp8) {
       c.dtype = DType::kF16;
       c.kv_dtype = kv;
       c.quantize_q = true;  // applies to e4m3 only
+      check(c, seed++);
+    }
+}
+
+// A cache of the other 16-bit dtype (spec §3.3 declares both): the SIMT kernel, at any head size.
+TEST(FlashInferGpu, Other16BitCaches) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 150;
+  for (int hd : {128, 512})
+    for (auto [q, kv] : {std::pair{DType::kBF16, DType::kF16}, {DType::kF16, DType::kBF16}}) {
+      Case c;
+      c.layer = {16, 4, hd, 16, 0, true, KvLayout::kHND};
+      c.spec = hd == 512 ? StepSpec{{1, 1, 17, 7}, {97, 4099, 513, 7}, {}, {}} : kMixed;
+      c.dtype = q;
+      c.kv_dtype = kv;
       check(c, seed++);
     }
 }

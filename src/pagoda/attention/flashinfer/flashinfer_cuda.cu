@@ -48,14 +48,22 @@ bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
   else return fi_mma_attend_f16(p, s);
 }
 
-// The tensor-core kernel where it takes the shape, else the SIMT one; then the merge.
+bool other_16bit(const FiCudaParams& p) { return p.kv_dtype != p.dtype && dtype_size(p.kv_dtype) == 2; }
+
+// The tensor-core kernel where it takes the shape and cache, else the SIMT one; then the merge.
 template <typename T>
 void launch(const FiCudaParams& p, cudaStream_t s) {
-  if (p.plan.num_tasks > 0 && !mma_attend<T>(p, s)) {
+  if (p.plan.num_tasks > 0 && (other_16bit(p) || !mma_attend<T>(p, s))) {
     const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
     switch (p.kv_dtype) {
       case DType::kF8E4M3: fi_attend_kernel<T, KvKind::kE4M3><<<grid, 32 * kWarps, 0, s>>>(p); break;
       case DType::kF8E5M2: fi_attend_kernel<T, KvKind::kE5M2><<<grid, 32 * kWarps, 0, s>>>(p); break;
+      case DType::kF16: case DType::kBF16:
+        if (other_16bit(p)) {
+          fi_attend_kernel<T, KvKind::kOther16><<<grid, 32 * kWarps, 0, s>>>(p);
+          break;
+        }
+        [[fallthrough]];
       default: fi_attend_kernel<T, KvKind::kSame><<<grid, 32 * kWarps, 0, s>>>(p); break;
     }
     PAGODA_CUDA_OK(cudaGetLastError());
@@ -88,7 +96,10 @@ bool fi_fp8_mma_available() {
 
 int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q) {
   const bool q8 = quantize_q && kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
-  int n = dtype == DType::kBF16 ? fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8) : fi_mma_resident_ctas_f16(kv_dtype, head_size, q8);
+  const bool other16 = kv_dtype != dtype && dtype_size(kv_dtype) == 2;  // the SIMT kernel reads it
+  int n = other16 ? 0
+          : dtype == DType::kBF16 ? fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8)
+                                  : fi_mma_resident_ctas_f16(kv_dtype, head_size, q8);
   if (n == 0) {  // the SIMT kernel
     const auto kernel = kv_dtype == DType::kF8E4M3 ? fi_attend_kernel<__half, KvKind::kE4M3> : fi_attend_kernel<__half, KvKind::kSame>;
     PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, 0));
@@ -134,7 +145,8 @@ void fi_cuda_run(const FiCudaParams& p, cudaStream_t s) {
     throw_config_error("FLASHINFER CUDA kernels: head size ", p.head_size, " is not a multiple of 32 up to 512");
   if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0)
     throw_config_error("FLASHINFER CUDA kernels: ", p.num_q_heads, " query heads over ", p.num_kv_heads, " KV heads");
-  const bool kv_ok = p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2;
+  const bool kv_ok = p.kv_dtype == p.dtype || p.kv_dtype == DType::kF8E4M3 || p.kv_dtype == DType::kF8E5M2 ||
+                     p.kv_dtype == DType::kF16 || p.kv_dtype == DType::kBF16;
   if (!kv_ok) throw_config_error("FLASHINFER CUDA kernels: KV cache dtype ", dtype_name(p.kv_dtype), " with ", dtype_name(p.dtype));
   switch (p.dtype) {
     case DType::kBF16: launch<__nv_bfloat16>(p, s); return;

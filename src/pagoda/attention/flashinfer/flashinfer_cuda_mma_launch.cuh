@@ -111,6 +111,7 @@ int mma_resident_ctas(DType kv, int head_size, bool q8) {
 template <typename T>
 bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
   const int64_t qstride = p.q_stride > 0 ? p.q_stride : int64_t(p.num_q_heads) * p.head_size;
+  if (p.kv_dtype != p.dtype && dtype_size(p.kv_dtype) == 2) return false;  // the other 16-bit dtype: SIMT
   if (qstride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || reinterpret_cast<uintptr_t>(p.kv_cache) % 16 != 0)
     return false;
   const bool q8 = p.quantize_q && p.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();

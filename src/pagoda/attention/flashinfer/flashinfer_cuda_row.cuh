@@ -19,12 +19,17 @@ namespace pagoda::fi_detail {
 
 constexpr int kMaxPerLane = 16;  // head_size / 32 <= 16: head sizes up to 512
 
-enum class KvKind { kSame, kE4M3, kE5M2 };
+// The cache's elements: the query's dtype, fp8 e4m3 / e5m2 (value = stored x scale), or the other 16-bit dtype
+// (a float16 cache under bfloat16 queries or the reverse; the SIMT kernel alone reads it, in float32).
+enum class KvKind { kSame, kE4M3, kE5M2, kOther16 };
 
 template <typename T, KvKind kKv>
 __device__ __forceinline__ float kv_at(const void* cache, int64_t i, float scale) {
   if constexpr (kKv == KvKind::kSame) {
     return cuda_convert::to_f32(static_cast<const T*>(cache)[i]);
+  } else if constexpr (kKv == KvKind::kOther16) {
+    using O = std::conditional_t<std::is_same_v<T, __half>, __nv_bfloat16, __half>;
+    return cuda_convert::to_f32(static_cast<const O*>(cache)[i]);
   } else if constexpr (kKv == KvKind::kE4M3) {
     return cuda_convert::fp8_to_f32<__NV_E4M3>(static_cast<const uint8_t*>(cache)[i]) * scale;
   } else {

@@ -133,8 +133,10 @@ class FlashInferCudaRunner final : public AttentionRunner {
 std::unique_ptr<AttentionRunner> make_flashinfer_cuda_runner(const LayerShape& shape, const RunnerOptions& options) {
   if (shape.dtype != DType::kBF16 && shape.dtype != DType::kF16)
     throw_config_error("FLASHINFER computes in bfloat16 or float16; got ", dtype_name(shape.dtype));
-  if (shape.kv_dtype != shape.dtype && !dtype_is_fp8(shape.kv_dtype))
-    throw_config_error("KV cache dtype ", dtype_name(shape.kv_dtype), " is not supported by FLASHINFER");
+  // The query's dtype or fp8 (tensor cores for head sizes 64/128/256), or the other 16-bit dtype (spec §3.3
+  // declares float16 and bfloat16 caches; the SIMT kernel reads it in float32).
+  const bool kv_ok = shape.kv_dtype == DType::kF16 || shape.kv_dtype == DType::kBF16 || dtype_is_fp8(shape.kv_dtype);
+  if (!kv_ok) throw_config_error("KV cache dtype ", dtype_name(shape.kv_dtype), " is not supported by FLASHINFER");
   if (!shape.kv_preset.empty()) throw_config_error("FLASHINFER does not support ", shape.kv_preset, " kv-cache.");
   if (shape.head_size % 32 != 0 || shape.head_size > 512 || shape.num_kv_heads <= 0 ||
       shape.num_q_heads % shape.num_kv_heads != 0)
