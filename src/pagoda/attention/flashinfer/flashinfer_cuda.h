@@ -5,7 +5,8 @@
 // Two attend kernels execute the same plan. The tensor-core one (flashinfer_cuda_mma.cuh) serves head sizes
 // 64/128/256: packed GQA rows in m16 tiles, K/V pages staged through shared memory, FP8 queries over e4m3
 // caches on SM 8.9+. The SIMT one (flashinfer_cuda_row.cuh: one warp per packed row, lanes across the head
-// dimension, K/V read from the cache) serves every other head size that is a multiple of 32 up to 512.
+// dimension, K/V read from the cache) serves every other head size that is a multiple of 32 up to 512, and a
+// cache of the other 16-bit dtype.
 // Both take bf16/fp16 queries, bf16 / fp16 / fp8 e4m3 / e5m2 caches in NHD or HND with pages of any size,
 // every plan (split, cascade, captured grid).
 #pragma once
