@@ -3,8 +3,8 @@
 // bandwidth measured in the same run as the ceiling. bench/peers/flashinfer_peer.py runs the FlashInfer library
 // on the same shapes and prints the same lines and CSV columns (impl FLASHINFER-LIB).
 //
-//   flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--rounds R] [--calls N] [--cooldown MS]
-//                    [--help]
+//   flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--cold] [--rounds R] [--calls N]
+//                    [--cooldown MS] [--help]
 //
 // decode   batch 1/16/64/128/256 x context 1k/4k/8k/32k, pages of 16, NHD: KV bf16, e4m3 with FP8 queries
 //          (variant fp8-q), e4m3 with bf16 queries (variant bf16-q: disable_flashinfer_q_quantization), e5m2.
@@ -19,7 +19,9 @@
 // Timing (docs/benchmarks.md, METHOD.md): per shape one CUDA graph of `calls` run() calls back to back (plan
 // built and uploaded once, outside the graph, as the engine plans a step once for all its layers), decode calls
 // reading copies of the cache in turn (together >= 192 MB, ~4x the L2) so that no call finds its KV in L2; a
-// call's time is a replay's over `calls`, the median of `rounds` replays.
+// call's time is a replay's over `calls`, the median of `rounds` replays. --cold: instead, each timed call is
+// one eager call after a 256 MB memset that evicts L2 and keeps the GPU busy while the host enqueues the call,
+// the timing bench/peers/flashinfer_peer.py uses for the library (median of `rounds` x `calls` calls).
 // Output: one line per (shape, variant), `PAGODA decode batch=B ctx=C page=P layout=L kv=K variant=V: X ms,
 // Y TB/s (Z% of copy)` (prefill: TFLOP/s), and $OUT/flashinfer_bench.csv (impl,kind,batch,ctx,page,layout,kv,
 // variant,ms,tbps,tflops) when OUT is set, appended to (the header only in a new file) so that a device
@@ -108,7 +110,7 @@ struct Result {
   double ms = 0, bytes = 0, flops = 0;
 };
 
-Result run_shape(const Shape& s, int num_sms, int rounds, int calls) {
+Result run_shape(const Shape& s, int num_sms, int rounds, int calls, bool cold) {
   const size_t es = s.kv == DType::kBF16 ? 2 : 1;
   const size_t row_bytes = size_t(2) * kHead * es;  // K and V of one (token, KV head)
   // Block tables: every sequence's blocks scattered over the cache (block j of sequence i at j * batch + i);
@@ -180,30 +182,44 @@ Result run_shape(const Shape& s, int num_sms, int rounds, int calls) {
   };
   for (int i = 0; i < calls; ++i) call(i);  // first use outside the capture (function attributes)
   CK(cudaStreamSynchronize(stream));
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call(i);
-  CK(cudaStreamEndCapture(stream, &g));
-  const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
-  cudaGraphDestroy(g);
-  CK(e);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   std::vector<float> t;
-  for (int r = 0; r < rounds + 2; ++r) {
-    CK(cudaEventRecord(e0, stream));
-    CK(cudaGraphLaunch(exec, stream));
-    CK(cudaEventRecord(e1, stream));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2) t.push_back(ms / float(calls));
+  if (cold) {
+    DeviceBuffer flush(size_t(256) << 20);
+    for (int r = 0; r < rounds * calls + 2; ++r) {
+      CK(cudaMemsetAsync(flush.as<void>(), r & 0xff, size_t(256) << 20, stream));
+      CK(cudaEventRecord(e0, stream));
+      call(r);
+      CK(cudaEventRecord(e1, stream));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 2) t.push_back(ms);
+    }
+  } else {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) call(i);
+    CK(cudaStreamEndCapture(stream, &g));
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    CK(e);
+    for (int r = 0; r < rounds + 2; ++r) {
+      CK(cudaEventRecord(e0, stream));
+      CK(cudaGraphLaunch(exec, stream));
+      CK(cudaEventRecord(e1, stream));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 2) t.push_back(ms / float(calls));
+    }
+    cudaGraphExecDestroy(exec);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
   fi_cuda_plan_free(&p.plan);
   cudaStreamDestroy(stream);
   std::sort(t.begin(), t.end());
@@ -276,17 +292,17 @@ double measure_copy_tbs() {
 
 struct Args {
   std::string only;
-  bool quick = false;
+  bool quick = false, cold = false;
   int rounds = 15, calls = 20, cooldown_ms = 0;
 };
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status ? stderr : stdout,
-               "usage: flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--rounds R] [--calls N]\n"
-               "                        [--cooldown MS]\n"
+               "usage: flashinfer_bench [--only decode|pages|prefill|cascade] [--quick] [--cold] [--rounds R]\n"
+               "                        [--calls N] [--cooldown MS]\n"
                "  decode: batch 1-256 x context 1k-32k, KV bf16 / e4m3 (FP8 or bf16 queries) / e5m2; pages: 1-128, NHD\n"
                "  and HND; prefill: causal (1, 8192), (4, 4096), (16, 1024); cascade: 256 x 32k shared prefix, off / on.\n"
-               "  defaults: every kind, 15 rounds of 20-call graphs\n");
+               "  defaults: every kind, 15 rounds of 20-call graphs; --cold: eager calls after a 256 MB memset\n");
   std::exit(status);
 }
 
@@ -302,6 +318,7 @@ Args parse(int argc, char** argv) {
     };
     if (s == "--help") usage(0);
     else if (s == "--quick") a.quick = true;
+    else if (s == "--cold") a.cold = true;
     else if (s == "--rounds") a.rounds = value();
     else if (s == "--calls") a.calls = value();
     else if (s == "--cooldown" && i + 1 < argc) a.cooldown_ms = std::atoi(argv[++i]);
@@ -347,7 +364,7 @@ int main(int argc, char** argv) {
                     s.batch, s.ctx, s.page, kv_layout_str(s.layout), s.kv_name(), s.variant().c_str());
     if (args.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(args.cooldown_ms));
     try {
-      const Result r = run_shape(s, prop.multiProcessorCount, args.rounds, args.calls);
+      const Result r = run_shape(s, prop.multiProcessorCount, args.rounds, args.calls, args.cold);
       const double tbs = r.bytes / (r.ms * 1e-3) / 1e12, tflops = r.flops / (r.ms * 1e-3) / 1e12;
       if (s.kind == "prefill") std::printf("%s: %.4f ms, %.1f TFLOP/s\n", head, r.ms, tflops);
       else std::printf("%s: %.4f ms, %.2f TB/s (%.0f%% of copy)\n", head, r.ms, tbs, 100 * tbs / ceiling);
