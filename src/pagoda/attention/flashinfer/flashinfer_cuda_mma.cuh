@@ -241,15 +241,20 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
         float s[F::kSub / 8][4];
 #pragma unroll
         for (int nt = 0; nt < F::kSub / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-        const uint8_t* qa = q_s + (mt * 16 + gr) * F::kQPitch;
+        // The A fragment of k-step kk from shared memory: 32 bytes of rows gr and gr + 8 of the m-tile (16
+        // dimensions of 16-bit queries, 32 of e4m3 ones).
+        auto load_a = [&](int kk, uint32_t(&a)[4]) {
+          const uint8_t* q0 = q_s + (mt * 16 + gr) * F::kQPitch + 32 * kk + 4 * tq;
+          a[0] = lds<uint32_t>(q0);
+          a[1] = lds<uint32_t>(q0 + 8 * F::kQPitch);
+          a[2] = lds<uint32_t>(q0 + 16);
+          a[3] = lds<uint32_t>(q0 + 8 * F::kQPitch + 16);
+        };
         if constexpr (kQ8) {
 #pragma unroll
           for (int kk = 0; kk < HD / 32; ++kk) {
             uint32_t a[4];
-            a[0] = lds<uint32_t>(qa + 32 * kk + 4 * tq);
-            a[1] = lds<uint32_t>(qa + 8 * F::kQPitch + 32 * kk + 4 * tq);
-            a[2] = lds<uint32_t>(qa + 32 * kk + 16 + 4 * tq);
-            a[3] = lds<uint32_t>(qa + 8 * F::kQPitch + 32 * kk + 16 + 4 * tq);
+            load_a(kk, a);
 #pragma unroll
             for (int nt = 0; nt < F::kSub / 8; ++nt) {
               if (nt * 8 >= sub) break;
@@ -279,10 +284,7 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
 #pragma unroll 4
           for (int kk = 0; kk < HD / 16; ++kk) {
             uint32_t a[4];
-            a[0] = lds<uint32_t>(qa + 32 * kk + 4 * tq);
-            a[1] = lds<uint32_t>(qa + 8 * F::kQPitch + 32 * kk + 4 * tq);
-            a[2] = lds<uint32_t>(qa + 32 * kk + 16 + 4 * tq);
-            a[3] = lds<uint32_t>(qa + 8 * F::kQPitch + 32 * kk + 16 + 4 * tq);
+            load_a(kk, a);
 #pragma unroll
             for (int nt = 0; nt < F::kSub / 8; ++nt) {
               if (nt * 8 >= sub) break;
