@@ -52,19 +52,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cuda.cuh"
 #include "pagoda/attention/flash_attn/flash_attn.h"
 #include "pagoda/attention/paged/paged_attention.h"
 
-// Every CUDA call is checked; a failure throws, so one shape's failure is reported and the others still run.
-#define CK(x)                                                                                              \
-  do {                                                                                                     \
-    cudaError_t e_ = (x);                                                                                  \
-    if (e_ != cudaSuccess)                                                                                 \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + " " + #x + ": " + \
-                               cudaGetErrorString(e_));                                                    \
-  } while (0)
-
 using namespace pagoda;
+using namespace pagoda::bench;
 
 namespace {
 
@@ -83,20 +76,6 @@ __global__ void fill_random(uint16_t* p, size_t n, uint32_t seed, bool fp8) {
     }
   }
 }
-
-// Device memory freed on every path out of a shape, including a failure.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) { CK(cudaMalloc(&ptr_, bytes)); }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-};
 
 class EventPair {
  public:
@@ -553,14 +532,6 @@ Args parse_args(int argc, char** argv) {
 }
 
 // Measures the device copy bandwidth (bytes read + written, 4 GiB copy), the ceiling of decode.
-double measure_copy_tbs() {
-  const size_t n = size_t(4) << 30;
-  DeviceBuffer a(n), b(n);
-  CK(cudaMemset(a.as<void>(), 1, n));
-  float ms = median_ms([&] { CK(cudaMemcpyAsync(b.as<void>(), a.as<void>(), n, cudaMemcpyDeviceToDevice)); }, 10);
-  return 2.0 * n / (ms * 1e-3) / 1e12;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

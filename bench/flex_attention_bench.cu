@@ -21,18 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.cuh"
 #include "pagoda/attention/flex_attention/flex_cuda.h"
 #include "pagoda/attention/paged/paged_attention.h"
 
-#define CK(x)                                                                                              \
-  do {                                                                                                     \
-    cudaError_t e_ = (x);                                                                                  \
-    if (e_ != cudaSuccess)                                                                                 \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + " " + #x + ": " + \
-                               cudaGetErrorString(e_));                                                    \
-  } while (0)
-
 using namespace pagoda;
+using namespace pagoda::bench;
 
 namespace {
 
@@ -70,18 +64,6 @@ double median_ms(int repeat, F&& f) {
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
-}
-
-double copy_tbps(int repeat) {
-  const size_t bytes = size_t(1) << 30;
-  void *a, *b;
-  CK(cudaMalloc(&a, bytes));
-  CK(cudaMalloc(&b, bytes));
-  CK(cudaMemset(a, 1, bytes));
-  const double ms = median_ms(repeat, [&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * bytes / (ms * 1e-3) / 1e12;  // read + write
 }
 
 // One step's device data: query_lens[s] new tokens of seq_lens[s]; blocks laid out contiguously per sequence.
@@ -188,7 +170,7 @@ int main(int argc, char** argv) {
   }
   int status = 0;
   try {
-    const double copy = copy_tbps(repeat);
+    const double copy = measure_copy_tbs(size_t(1) << 30);
     std::printf("device-to-device copy: %.2f TB/s (the decode ceiling)\n", copy);
     for (int batch : {1, 16, 64})
       for (int c : {1024, 8192}) {

@@ -26,16 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.cuh"
 #include "pagoda/core/turboquant.h"
 #include "turboquant_bench_runners.h"
-
-#define CK(x)                                                                                              \
-  do {                                                                                                     \
-    cudaError_t e_ = (x);                                                                                  \
-    if (e_ != cudaSuccess)                                                                                 \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + " " + #x + ": " + \
-                               cudaGetErrorString(e_));                                                    \
-  } while (0)
 
 using namespace pagoda;
 using namespace pagoda::bench;
@@ -44,26 +37,6 @@ namespace {
 
 constexpr int kHq = 32, kHk = 8, kHead = 128, kBlock = 16;
 constexpr size_t kRotateBytes = size_t(192) << 20;
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) { CK(cudaMalloc(&p_, bytes)); }
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  void* p_ = nullptr;
-};
-
-__device__ uint32_t mix(uint64_t i, uint32_t seed) {
-  uint32_t x = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 0x85ebca6bu;
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  return x ^ (x >> 15);
-}
 
 // Random bf16 in (-1, 1), or finite e4m3 codes (|v| < 2).
 __global__ void fill_plain(uint8_t* p, size_t n, uint32_t seed, bool fp8) {
@@ -184,29 +157,6 @@ std::unique_ptr<Setup> prepare(const Format& f, int batch, int ctx, int calls, i
   for (int i = 0; i < 2; ++i) CK(cudaGraphLaunch(s->exec, s->stream));
   CK(cudaStreamSynchronize(s->stream));
   return s;
-}
-
-double measure_copy_tbs() {
-  const size_t n = size_t(4) << 30;
-  DeviceBuffer a(n), b(n);
-  CK(cudaMemset(a.as<void>(), 1, n));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int i = 0; i < 11; ++i) {
-    CK(cudaEventRecord(e0));
-    CK(cudaMemcpyAsync(b.as<void>(), a.as<void>(), n, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(t.begin(), t.end());
-  return 2.0 * n / (t[t.size() / 2] * 1e-3) / 1e12;
 }
 
 struct Args {
