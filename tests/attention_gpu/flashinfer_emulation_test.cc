@@ -3,17 +3,16 @@
 // flashinfer_test.cc runs the compiled kernels on the device.
 // - The SIMT kernel's per-lane steps (flashinfer_cuda_row.cuh): one warp as 32 lanes in lockstep, the shuffle
 //   reduction as its butterfly.
-// - The tensor-core CTA body (flashinfer_cuda_mma.cuh): one thread per lane, mma.m16n8k16, m16n8k32 e4m3 and
-//   ldmatrix.x4 (plain and .trans) emulated from the PTX fragment layouts, shuffles through a per-warp exchange, cp.async as a copy, a
-//   barrier for __syncthreads; shared memory poisoned so that a read of what was not written shows.
+// - The tensor-core CTA body (flashinfer_cuda_mma.cuh): one thread per lane, the warp collectives of
+//   ../cuda_emulation.h (mma m16n8k16 and m16n8k32 e4m3, ldmatrix, shuffles, barriers), cp.async as a copy;
+//   shared memory poisoned so that a read of what was not written shows.
 // Both check the kernels' own indexing (rows, packed GQA heads, NHD/HND pages of any size, run-time split
 // ranges, slabs, the merge, the tensor-core fragments and the FP8 query quantization).
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <memory>
-#include <thread>
 
+#include "../cuda_emulation.h"
 #include "flashinfer_case.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma.cuh"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_row.cuh"
@@ -54,110 +53,9 @@ void emulate(const FiCudaParams& p) {
     for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
 }
 
-// ---- the tensor-core body's host Ops ----
-
-struct WarpSim {
-  std::barrier<> bar{32};
-  uint32_t a[32][4];
-  uint32_t b[32][2];
-  float x[32];
-  const uint8_t* addr[32];
-};
-struct CtaSim {
-  std::barrier<> bar{kMmaThreads};
-  WarpSim warps[kMmaWarps];
-};
-thread_local CtaSim* t_cta = nullptr;
-thread_local int t_tid = 0;
-
-template <typename P>
-double half_value(uint32_t bits) {
-  const uint16_t h = uint16_t(bits & 0xffff);
-  return std::is_same_v<P, __half> ? f16_to_f32(h) : bf16_to_f32(h);
-}
-double e4m3_value(uint32_t bits) {
-  __nv_fp8_e4m3 v;
-  v.__x = uint8_t(bits & 0xff);
-  return double(float(v));
-}
-
-// mma: each lane posts its fragments, then computes its own 4 outputs from everyone's. m16n8k16: A (16 x 16,
-// row) element (r, k) in lane 4 (r % 8) + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2; B (16 x 8)
-// element (k, n) in lane 4 n + (k % 8) / 2, register k >= 8, half k % 2. m16n8k32 e4m3: A element (r, k) in
-// lane 4 (r % 8) + (k % 16) / 4, register (r >= 8) + 2 (k >= 16), byte k % 4; B element (k, n) in lane
-// 4 n + (k % 16) / 4, register k >= 16, byte k % 4. C: lane 4 (r % 8) + n / 2, element 2 (r >= 8) + n % 2.
-// Products of 16-bit or fp8 values are exact in double; the sum is rounded to float once per product.
-struct HostOps {
-  template <typename Get>
-  static void mma_common(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int kdim, Get product) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    const int lane = t_tid & 31;
-    std::memcpy(w.a[lane], a, sizeof(a));
-    w.b[lane][0] = b0;
-    w.b[lane][1] = b1;
-    w.bar.arrive_and_wait();
-    const int g = lane >> 2, t = lane & 3;
-    float out[4];
-    for (int e = 0; e < 4; ++e) {
-      const int r = g + 8 * (e >> 1), n = 2 * t + (e & 1);
-      float s = c[e];
-      for (int k = 0; k < kdim; ++k) s = float(double(s) + product(w, r, k, n));
-      out[e] = s;
-    }
-    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
-    for (int e = 0; e < 4; ++e) c[e] = out[e];
-  }
-  template <typename P>
-  static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    mma_common(c, a, b0, b1, 16, [](const WarpSim& w, int r, int k, int n) {
-      const uint32_t ra = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
-      const uint32_t rb = w.b[4 * n + (k % 8) / 2][k >= 8];
-      return half_value<P>(k % 2 ? ra >> 16 : ra) * half_value<P>(k % 2 ? rb >> 16 : rb);
-    });
-  }
-  static void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    mma_common(c, a, b0, b1, 32, [](const WarpSim& w, int r, int k, int n) {
-      const uint32_t ra = w.a[4 * (r % 8) + (k % 16) / 4][(r >= 8) + 2 * (k >= 16)];
-      const uint32_t rb = w.b[4 * n + (k % 16) / 4][k >= 16];
-      return e4m3_value(ra >> (8 * (k % 4))) * e4m3_value(rb >> (8 * (k % 4)));
-    });
-  }
-  // ldmatrix.x4 (.b16): lane 8 m + r posts the address of row r of matrix m; lane L receives in register m
-  // the elements (L / 4, 2 (L % 4)) and (L / 4, 2 (L % 4) + 1) of matrix m, or with .trans its elements
-  // (2 (L % 4), L / 4) and (2 (L % 4) + 1, L / 4).
-  static void ldsm(uint32_t (&r)[4], const uint8_t* p, bool trans) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    const int lane = t_tid & 31;
-    w.addr[lane] = p;
-    w.bar.arrive_and_wait();
-    for (int m = 0; m < 4; ++m) {
-      uint16_t lo, hi;
-      if (trans) {
-        std::memcpy(&lo, w.addr[8 * m + 2 * (lane % 4)] + 2 * (lane / 4), 2);
-        std::memcpy(&hi, w.addr[8 * m + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
-      } else {
-        std::memcpy(&lo, w.addr[8 * m + lane / 4] + 4 * (lane % 4), 2);
-        std::memcpy(&hi, w.addr[8 * m + lane / 4] + 4 * (lane % 4) + 2, 2);
-      }
-      r[m] = uint32_t(lo) | uint32_t(hi) << 16;
-    }
-    w.bar.arrive_and_wait();
-  }
-  static void ldsm_x4(uint32_t (&r)[4], const uint8_t* p) { ldsm(r, p, false); }
-  static void ldsm_x4_trans(uint32_t (&r)[4], const uint8_t* p) { ldsm(r, p, true); }
-  static float shfl_xor(float v, int m) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    w.x[t_tid & 31] = v;
-    w.bar.arrive_and_wait();
-    const float r = w.x[(t_tid & 31) ^ m];
-    w.bar.arrive_and_wait();
-    return r;
-  }
+// The tensor-core body's host Ops: the warp collectives of cuda_emulation.h, cp.async as a copy.
+struct HostOps : emu::Ops {
   static void copy16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
-  static void commit() {}
-  template <int N>
-  static void wait() {}
-  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
 template <typename T, KvKind kKv, int HD, bool kQ8>
@@ -168,15 +66,7 @@ void emulate_mma(const FiCudaParams& p) {
   for (int i = 0; i < p.plan.num_tasks; ++i)
     for (int kvh = 0; kvh < p.num_kv_heads; ++kvh) {
       std::memset(smem, 0xff, kBytes);  // stale 0xff: NaN in 16-bit types and e4m3
-      auto sim = std::make_unique<CtaSim>();
-      std::vector<std::thread> threads;
-      for (int tid = 0; tid < kMmaThreads; ++tid)
-        threads.emplace_back([&, tid] {
-          t_cta = sim.get();
-          t_tid = tid;
-          fi_mma_cta<HostOps, T, kKv, HD, kQ8>(p, i, kvh, tid, smem);
-        });
-      for (auto& th : threads) th.join();
+      emu::run_cta(kMmaThreads, [&](int tid) { fi_mma_cta<HostOps, T, kKv, HD, kQ8>(p, i, kvh, tid, smem); });
     }
   for (int i = 0; i < p.plan.num_merged; ++i)
     for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
@@ -279,7 +169,11 @@ TEST(FlashInferEmulation, TensorCoresWindowNonCausalCascadeAndCapturedGrid) {
     check(make_case({8, 2, 64, 16, window, causal, KvLayout::kHND}, kSmall), seed++);
   StepSpec shared;
   shared.group_keys = {256};
-  for (int s = 0; s < 12; ++s) shared.q_lens.push_back(s % 7 == 3 ? 5 : 1), shared.ctx.push_back(256 + 6 + s * 3), shared.group.push_back(0);
+  for (int s = 0; s < 12; ++s) {
+    shared.q_lens.push_back(s % 7 == 3 ? 5 : 1);
+    shared.ctx.push_back(256 + 6 + s * 3);
+    shared.group.push_back(0);
+  }
   Case c = make_case({8, 2, 64, 16, 0, true, KvLayout::kHND}, shared);
   c.cascade = true;
   check(c, seed++);
@@ -297,7 +191,8 @@ TEST(FlashInferEmulation, SimtHeadSizes) {
     const Layer L{2 * gqa, 2, hd, bs, 0, true, seed % 2 ? KvLayout::kHND : KvLayout::kNHD};
     check(make_case(L, kMixed, hd == 96 ? DType::kF16 : DType::kBF16), seed++);
   }
-  for (DType kv : {DType::kF8E4M3, DType::kF8E5M2}) check(make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, kMixed, DType::kBF16, kv), seed++);
+  for (DType kv : {DType::kF8E4M3, DType::kF8E5M2})
+    check(make_case({8, 2, 96, 16, 0, true, KvLayout::kNHD}, kMixed, DType::kBF16, kv), seed++);
   Case c = make_case({8, 2, 96, 16, 100, false, KvLayout::kHND}, kMixed);
   check(c, seed++);
   for (auto [q, kv] : {std::pair{DType::kBF16, DType::kF16}, {DType::kF16, DType::kBF16}})

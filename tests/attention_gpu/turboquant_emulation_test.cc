@@ -1,16 +1,15 @@
 // The TurboQuant attention kernel's CTA body (attention/turboquant/turboquant_cuda_kernel.cuh) run on the host:
-// one thread per lane, mma.m16n8k16 emulated from the PTX fragment layouts, shuffles through a per-warp
-// exchange, cp.async as a copy, barriers for __syncwarp and __syncthreads. It checks the kernel's own code
-// (the decoding of every preset into fragments, the Gram-matrix norm correction, the dim permutations, the
-// decode and prefill bodies, the warp merge) against the float64 references of turboquant_reference.h on
-// machines without a GPU, with the paged planner's work lists and its split merge done on the host;
-// turboquant_test.cc runs the compiled kernels on the device.
+// one thread per lane, the warp collectives of ../cuda_emulation.h (mma.m16n8k16 from the PTX fragment
+// layouts, shuffles, barriers for __syncwarp and __syncthreads), cp.async as a copy. It checks the kernel's
+// own code (the decoding of every preset into fragments, the Gram-matrix norm correction, the dim
+// permutations, the decode and prefill bodies, the warp merge) against the float64 references of
+// turboquant_reference.h on machines without a GPU, with the paged planner's work lists and its split merge
+// done on the host; turboquant_test.cc runs the compiled kernels on the device.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <memory>
-#include <thread>
 
+#include "../cuda_emulation.h"
 #include "pagoda/attention/paged/paged_attention.h"
 #include "pagoda/attention/turboquant/turboquant_cuda_cta.cuh"
 #include "pagoda/attention/turboquant/turboquant_cuda_decode.cuh"
@@ -23,90 +22,28 @@ using namespace tq_detail;
 using tq_test::TqCase;
 using tq_test::TqInputs;
 
-struct WarpSim {
-  std::barrier<> bar{32};
-  uint32_t a[32][4];
-  uint32_t b[32][2];
-  float x[32];
-};
-
-struct CtaSim {
-  std::barrier<> bar{kThreads};
-  WarpSim warps[kWarps];
-};
-
-thread_local CtaSim* t_cta = nullptr;
-thread_local int t_tid = 0;
-
-float half_value(uint32_t bits) { return f16_to_f32(uint16_t(bits & 0xffff)); }
-
-// The host's Ops. mma: each lane posts its fragments, then computes its own 4 outputs from everyone's:
-// A (16 x 16, row-major): lane 4 (r % 8) + (k % 8) / 2 holds element (r, k) in register (r >= 8) + 2 (k >= 8),
-// half k % 2; B (16 x 8): lane 4 n + (k % 8) / 2, register k >= 8, half k % 2; C: lane 4 (r % 8) + n / 2,
-// element 2 (r >= 8) + n % 2. Products of fp16 values are exact in float; the sum is fp32, in k order.
-struct HostOps {
+// The host's Ops: the warp collectives of cuda_emulation.h (the kernel's mma takes fp16 operands), cp.async
+// as a copy.
+struct HostOps : emu::Ops {
   static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    const int lane = t_tid & 31;
-    std::memcpy(w.a[lane], a, sizeof(a));
-    w.b[lane][0] = b0;
-    w.b[lane][1] = b1;
-    w.bar.arrive_and_wait();
-    auto A = [&](int r, int k) {
-      const uint32_t reg = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
-      return half_value(k % 2 ? reg >> 16 : reg);
-    };
-    auto B = [&](int k, int n) {
-      const uint32_t reg = w.b[4 * n + (k % 8) / 2][k >= 8];
-      return half_value(k % 2 ? reg >> 16 : reg);
-    };
-    const int g = lane >> 2, t = lane & 3;
-    float out[4];
-    for (int e = 0; e < 4; ++e) {
-      const int r = g + 8 * (e >> 1), n = 2 * t + (e & 1);
-      float s = c[e];
-      for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
-      out[e] = s;
-    }
-    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
-    for (int e = 0; e < 4; ++e) c[e] = out[e];
+    emu::Ops::mma<__half>(c, a, b0, b1);
   }
-  static float exchange(float v, int src) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    w.x[t_tid & 31] = v;
-    w.bar.arrive_and_wait();
-    const float r = w.x[src & 31];
-    w.bar.arrive_and_wait();
-    return r;
-  }
-  static float shfl(float v, int src) { return exchange(v, src); }
-  static float shfl_xor(float v, int m) { return exchange(v, (t_tid & 31) ^ m); }
   static float rsqrt(float v) { return 1.f / std::sqrt(v); }
   static void copy16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
-  static void commit() {}
-  template <int N>
-  static void wait() {}
-  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.arrive_and_wait(); }
-  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
 template <int KB, int VB, bool NC, int D>
 void run_cta(const KernelArgs& a, int4 w, int kvh, bool decode8) {
-  auto sim = std::make_unique<CtaSim>();
   constexpr int kBytes = std::max(Fmt<KB, VB, NC, D>::kSmem, DecodeFmt<KB, VB, NC, D>::kSmem);
   // Poisoned shared memory: the kernel must not read what it did not write (stale 0xff is NaN in fp16).
   std::unique_ptr<uint8_t[]> owner(new uint8_t[kBytes + 16]);
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(owner.get()) + 15) & ~uintptr_t(15));
   std::memset(smem, 0xff, kBytes);
-  std::vector<std::thread> threads;
-  for (int tid = 0; tid < kThreads; ++tid)
-    threads.emplace_back([&, tid] {
-      t_cta = sim.get();
-      t_tid = tid;
-      if (decode8) tq_decode_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
-      else tq_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
-    });
-  for (auto& th : threads) th.join();
+  static_assert(kThreads == 32 * kWarps);
+  emu::run_cta(kThreads, [&](int tid) {
+    if (decode8) tq_decode_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
+    else tq_cta<HostOps, KB, VB, NC, D>(a, w, kvh, tid, smem);
+  });
 }
 
 template <int KB, int VB, bool NC>

@@ -1,16 +1,14 @@
-// The quantized GEMV's CTA body (ops/cuda/quant_gemv_kernel.cuh) run on the host: one thread per lane,
-// mma.m16n8k16 emulated from the PTX fragment layouts, cp.async as a copy, barriers for __syncwarp and
-// __syncthreads. It checks the kernel's own code (the staging of misaligned rows, the fragment mapping of
-// every block format, the scale algebra, the cross-warp sum) against a float64 reference on machines
-// without a GPU; the GPU test (quant_gemv_test.cc) runs the compiled kernel.
+// The quantized GEMV's CTA body (ops/cuda/quant_gemv_kernel.cuh) run on the host: one thread per lane, the
+// warp collectives of ../cuda_emulation.h (mma.m16n8k16 from the PTX fragment layouts, barriers for
+// __syncwarp and __syncthreads), cp.async as a copy. It checks the kernel's own code (the staging of
+// misaligned rows, the fragment mapping of every block format, the scale algebra, the cross-warp sum) against
+// a float64 reference on machines without a GPU; the GPU test (quant_gemv_test.cc) runs the compiled kernel.
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <barrier>
 #include <memory>
-#include <thread>
-#include <type_traits>
 
+#include "../cuda_emulation.h"
 #include "gpu_test_util.h"
 #include "pagoda/ops/cuda/quant_gemv_kernel.cuh"
 #include "quant_reference.h"
@@ -20,20 +18,6 @@ namespace {
 
 using namespace quant_gemv_detail;
 
-struct WarpSim {
-  std::barrier<> bar{32};
-  uint32_t a[32][4];
-  uint32_t b[32][2];
-  float f[32];
-};
-
-struct CtaSim {
-  std::barrier<> bar{kThreads};
-  WarpSim warps[kWarps];
-};
-
-thread_local CtaSim* t_cta = nullptr;
-thread_local int t_tid = 0;
 thread_local uint8_t* t_smem = nullptr;  // the CTA's shared memory: "shared addresses" are offsets into it
 
 // W's bytes: a global read outside them (the device's out-of-bounds access) counts in g_w_overreads.
@@ -46,48 +30,13 @@ void check_w_read(const void* p, size_t bytes) {
   if (b < g_w_begin || b + bytes > g_w_end) ++g_w_overreads;
 }
 
-template <typename T>
-float half_bits_to_float(uint32_t bits) {
-  if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(uint16_t(bits));
-  else return f16_to_f32(uint16_t(bits));
-}
-
-// The host's Ops. mma: each lane posts its fragments, then computes its own 4 outputs from everyone's:
-// A (16 x 16, row-major): lane 4 (r % 8) + (k % 8) / 2 holds element (r, k) in register (r >= 8) + 2 (k >= 8),
-// half k % 2; B (16 x 8): lane 4 n + (k % 8) / 2, register k >= 8, half k % 2; C: lane 4 (r % 8) + n / 2,
-// element 2 (r >= 8) + n % 2. Products are exact in float; the sum is fp32, in k order.
-struct HostOps {
+// The host's Ops: the warp collectives of ../cuda_emulation.h (mma, shuffles, barriers); shared memory as
+// offsets into the CTA's buffer, global reads of W checked against its bytes, cp.async as a copy.
+struct HostOps : emu::Ops {
   static uint2 load8(const void* p) {
     uint2 v;
     std::memcpy(&v, p, 8);
     return v;
-  }
-  template <typename T>
-  static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    const int lane = t_tid & 31;
-    std::memcpy(w.a[lane], a, sizeof(a));
-    w.b[lane][0] = b0;
-    w.b[lane][1] = b1;
-    w.bar.arrive_and_wait();
-    auto A = [&](int r, int k) {
-      const uint32_t reg = w.a[4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
-      return half_bits_to_float<T>(k % 2 ? reg >> 16 : reg & 0xffff);
-    };
-    auto B = [&](int k, int n) {
-      const uint32_t reg = w.b[4 * n + (k % 8) / 2][k >= 8];
-      return half_bits_to_float<T>(k % 2 ? reg >> 16 : reg & 0xffff);
-    };
-    const int g = lane >> 2, t = lane & 3;
-    float out[4];
-    for (int e = 0; e < 4; ++e) {
-      const int r = g + 8 * (e >> 1), n = 2 * t + (e & 1);
-      float s = c[e];
-      for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
-      out[e] = s;
-    }
-    w.bar.arrive_and_wait();  // nobody posts the next fragments before everyone has read these
-    for (int e = 0; e < 4; ++e) c[e] = out[e];
   }
   static uint32_t shared_addr(const void* p) { return uint32_t(static_cast<const uint8_t*>(p) - t_smem); }
   static void copy16(uint32_t smem, const void* gmem) {
@@ -100,37 +49,19 @@ struct HostOps {
     std::memcpy(t_smem + smem, gmem, bytes);
     std::memset(t_smem + smem + bytes, 0, 16 - bytes);
   }
-  static void commit() {}
-  template <int N>
-  static void wait() {}
-  static float shfl(float v, int src_lane) {
-    WarpSim& w = t_cta->warps[t_tid >> 5];
-    w.f[t_tid & 31] = v;
-    w.bar.arrive_and_wait();
-    const float r = w.f[src_lane];
-    w.bar.arrive_and_wait();
-    return r;
-  }
-  static void sync_warp() { t_cta->warps[t_tid >> 5].bar.arrive_and_wait(); }
-  static void sync_cta() { t_cta->bar.arrive_and_wait(); }
 };
 
 // Runs `ctas` CTAs one after the other, each looping over its row tiles as on the device.
 template <QuantType Q, typename T, int NT, int S = 0>
 void emulate_nt(const T* x, const uint8_t* w, const T* bias, T* y, int m, int n, int k, int ldy, int ctas) {
   for (int cta = 0; cta < ctas; ++cta) {
-    auto sim = std::make_unique<CtaSim>();
     std::unique_ptr<uint8_t[]> smem_owner(new uint8_t[Cfg<Q, NT, S>::kSmemBytes + 16]);
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_owner.get()) + 15) & ~uintptr_t(15));
-    std::vector<std::thread> threads;
-    for (int tid = 0; tid < kThreads; ++tid)
-      threads.emplace_back([&, tid] {
-        t_cta = sim.get();
-        t_tid = tid;
-        t_smem = smem;
-        gemv_cta<Q, T, NT, S, HostOps>(x, w, bias, y, m, n, k, ldy, cta, ctas, tid, smem);
-      });
-    for (auto& th : threads) th.join();
+    static_assert(kThreads == 32 * kWarps);
+    emu::run_cta(kThreads, [&](int tid) {
+      t_smem = smem;
+      gemv_cta<Q, T, NT, S, HostOps>(x, w, bias, y, m, n, k, ldy, cta, ctas, tid, smem);
+    });
   }
 }
 
