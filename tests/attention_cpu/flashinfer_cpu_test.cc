@@ -34,24 +34,9 @@ Result run_plan(const Layer& L, const Step& st, const std::vector<float>& cache,
   plan.reserve(L.plan_shape(), lim);
   if (graph_splits > 0) plan.build_graph_decode(st.num_seqs(), graph_splits);
   else plan.build(st.fi());
-  std::vector<double> slab_o(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size, std::nan(""));
-  std::vector<double> slab_lse(size_t(plan.max_slabs()) * L.num_q_heads, std::nan(""));
   Result r;
-  r.out.assign(size_t(st.tokens) * L.num_q_heads * L.head_size, std::nan(""));
-  FiCpuParams<double> p;
-  p.query = q.data();
-  p.out = r.out.data();
-  p.cache = {cache.data(), DType::kF32, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size};
-  p.query_start_loc = st.qsl.data();
-  p.seq_lens = st.ctx.data();
-  p.block_tables = st.tables.data();
-  p.block_table_stride = st.stride;
-  p.num_seqs = st.num_seqs();
-  p.num_q_heads = L.num_q_heads;
-  p.plan = &plan;
-  p.slab_o = slab_o.data();
-  p.slab_lse = slab_lse.data();
-  fi_cpu_run(p);
+  r.out = fi_test::run_plan_reference(
+      L, st, plan, q, {cache.data(), DType::kF32, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size});
   r.num_tasks = plan.num_tasks();
   r.num_merged = plan.num_merged();
   r.groups = plan.cascade().groups.size();

@@ -160,7 +160,9 @@ TEST(FlashInferPlan, RandomStepsCoverEveryPairOnce) {
     EXPECT_GT(check_plan(L, st, plan), 0);
     // The chunk is the target's share, unless grouped prefill chunks outgrew the reserved slabs (which
     // without cascade hold every plan).
-    if (!cascade) EXPECT_FALSE(plan.fell_back());
+    if (!cascade) {
+      EXPECT_FALSE(plan.fell_back());
+    }
     if (!plan.fell_back() && plan.chunk_cost() > 0) {
       EXPECT_EQ(plan.chunk_cost(), std::max(kFiMinChunkCost, (plan.total_cost() * L.num_kv_heads + target - 1) / target));
     }

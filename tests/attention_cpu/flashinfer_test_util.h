@@ -144,6 +144,30 @@ inline std::vector<double> dense_attention(const Layer& L, const Step& st, const
   return out;
 }
 
+// The float64 executor of `plan` over the step (flashinfer_cpu.h): out[token, query head, dimension], NaN
+// wherever the plan writes nothing.
+inline std::vector<double> run_plan_reference(const Layer& L, const Step& st, const FiPlan& plan,
+                                              const std::vector<double>& q, const FiCacheView& cache) {
+  std::vector<double> out(size_t(st.tokens) * L.num_q_heads * L.head_size, std::nan(""));
+  std::vector<double> slab_o(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size, std::nan(""));
+  std::vector<double> slab_lse(size_t(plan.max_slabs()) * L.num_q_heads, std::nan(""));
+  FiCpuParams<double> p;
+  p.query = q.data();
+  p.out = out.data();
+  p.cache = cache;
+  p.query_start_loc = st.qsl.data();
+  p.seq_lens = st.ctx.data();
+  p.block_tables = st.tables.data();
+  p.block_table_stride = st.stride;
+  p.num_seqs = st.num_seqs();
+  p.num_q_heads = L.num_q_heads;
+  p.plan = &plan;
+  p.slab_o = slab_o.data();
+  p.slab_lse = slab_lse.data();
+  fi_cpu_run(p);
+  return out;
+}
+
 // The bound on |executor - dense| for outputs that are convex combinations of values of magnitude <= 1, both
 // computed with unit roundoff u: a score's dot product errs by <= hd u |q||k| (|q_i k_i| <= 1, times the scale
 // 1/sqrt(hd): hd^1.5 u absolute), which exp() turns into a relative weight error of that size; the sums over

@@ -98,22 +98,9 @@ inline Inputs make_inputs(const Case& c, uint64_t seed, bool fp8_queries) {
   if (c.graph_splits > 0) in.plan.build_graph_decode(st.num_seqs(), c.graph_splits);
   else in.plan.build(st.fi());
 
-  in.want.assign(in.qn, std::nan(""));
-  std::vector<double> so(size_t(in.plan.max_slabs()) * L.num_q_heads * L.head_size), sl(size_t(in.plan.max_slabs()) * L.num_q_heads);
-  FiCpuParams<double> r;
-  r.query = in.q.data();
-  r.out = in.want.data();
-  r.cache = {in.cache.data(), c.kv_dtype, L.layout, st.num_blocks, L.num_kv_heads, L.head_size, L.block_size, in.ks, in.vs};
-  r.query_start_loc = st.qsl.data();
-  r.seq_lens = st.ctx.data();
-  r.block_tables = st.tables.data();
-  r.block_table_stride = st.stride;
-  r.num_seqs = st.num_seqs();
-  r.num_q_heads = L.num_q_heads;
-  r.plan = &in.plan;
-  r.slab_o = so.data();
-  r.slab_lse = sl.data();
-  fi_cpu_run(r);
+  in.want = run_plan_reference(L, st, in.plan, in.q,
+                               {in.cache.data(), c.kv_dtype, L.layout, st.num_blocks, L.num_kv_heads, L.head_size,
+                                L.block_size, in.ks, in.vs});
   return in;
 }
 
