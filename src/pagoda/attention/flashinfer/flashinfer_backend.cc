@@ -1,8 +1,7 @@
 // FLASHINFER declaration (spec §3.3): paged attention over pages of any size, HND on SM 10.x. Its planner and
 // its CPU runner (the plan-executing reference, flashinfer_cpu_runner.h) are in every build; its CUDA runner
 // (flashinfer_cuda_runner.h) in CUDA builds, under PAGODA_BUILT_FLASHINFER, which kernels_built() reports
-// (without it the selector refuses FLASHINFER on CUDA with `not built in this binary`). The CUDA kernels'
-// tests (label gpu, against the float64 reference) have not yet run on a device; issue #29 runs them.
+// (without it the selector refuses FLASHINFER on CUDA with `not built in this binary`).
 #include "pagoda/attention/backends.h"
 #include "pagoda/attention/flashinfer/flashinfer_cpu_runner.h"
 #ifdef PAGODA_BUILT_FLASHINFER

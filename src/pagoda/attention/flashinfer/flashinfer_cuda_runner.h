@@ -1,7 +1,6 @@
 // FLASHINFER's CUDA runner (runner.h) over its plan and the kernels of flashinfer_cuda.h. Registered in CUDA
-// builds (PAGODA_BUILT_FLASHINFER: the declaration's make_runner() returns it); the kernels' GPU tests (label
-// gpu) have not yet run on a device (issue #29 runs them). A step with cascade groups must run eagerly
-// (wants_eager): a captured decode grid replays no plan. PRIVATE to flashinfer/.
+// builds (PAGODA_BUILT_FLASHINFER: the declaration's make_runner() returns it). A step with cascade groups must
+// run eagerly (wants_eager): a captured decode grid replays no plan. PRIVATE to flashinfer/.
 #pragma once
 
 #include <memory>
