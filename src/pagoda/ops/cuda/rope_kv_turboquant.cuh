@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "pagoda/core/turboquant.h"
 
@@ -82,6 +83,17 @@ PAGODA_TQE_DEV uint16_t f16_sat(double x) {
   const double c = x > 65504.0 ? 65504.0 : x < -65504.0 ? -65504.0 : x;
   return __half_raw(__double2half(c)).x;
 }
+// Stores fp16 bits at p (2-byte aligned: every fp16 field of a slot is at an even offset) as one 16-bit store.
+// Two byte stores are wrong on the device: ptxas (CUDA 13.0, sm_90a) folds `cvt.rn.f16.f64` followed by
+// `st.u8` of its register into a value conversion, so the low byte came out as the fp16's integer part
+// (0x2fe7, the fp16 of 0.1235, stored its low byte as 0x00), measured on the H200.
+PAGODA_TQE_DEV void store_f16(uint8_t* p, uint16_t bits) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<uint16_t*>(p) = bits;
+#else
+  std::memcpy(p, &bits, 2);
+#endif
+}
 PAGODA_TQE_DEV double f16_double(uint16_t bits) {
   __half_raw r;
   r.x = bits;
@@ -145,8 +157,7 @@ PAGODA_TQE_DEV void encode_slot(const EncodeParams& e, const float* k, const flo
     }
     if (lane == 0) {
       const uint16_t nh = f16_sat(norm);
-      slot[L.key_norm_offset] = uint8_t(nh);
-      slot[L.key_norm_offset + 1] = uint8_t(nh >> 8);
+      store_f16(slot + L.key_norm_offset, nh);
     }
   }
   // ---- values ----
@@ -161,10 +172,8 @@ PAGODA_TQE_DEV void encode_slot(const EncodeParams& e, const float* k, const flo
     const int qmax = (1 << L.value_bits) - 1;
     const uint16_t zero_h = f16_sat(lo);
     const uint16_t scale_h = f16_sat(ddiv(dsub(hi, f16_double(zero_h)), double(qmax)));
-    slot[L.value_scale_offset] = uint8_t(scale_h);
-    slot[L.value_scale_offset + 1] = uint8_t(scale_h >> 8);
-    slot[L.value_zero_offset] = uint8_t(zero_h);
-    slot[L.value_zero_offset + 1] = uint8_t(zero_h >> 8);
+    store_f16(slot + L.value_scale_offset, scale_h);
+    store_f16(slot + L.value_zero_offset, zero_h);
     shared[0] = f16_double(zero_h);
     shared[1] = f16_double(scale_h);
   }
