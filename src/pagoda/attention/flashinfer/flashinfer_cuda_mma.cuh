@@ -12,7 +12,8 @@
 // Keys. The task's key range [kv_begin, kv_end) (or its run-time split range) is read in stages of keys,
 // double-buffered with cp.async. The offset of every key's K row in the paged cache (any page size, NHD or
 // HND) is looked up once per stage by 64 threads; keys past the range are zero-filled, never left stale.
-// K and V rows are stored with 16 bytes of padding so the fragment loads are bank-conflict free.
+// K and V rows are stored with 16 bytes of padding so the fragment loads are bank-conflict free. The block
+// ids are loaded a stage before they are needed, so their latency is off the copy's critical path.
 //
 // Products. q.k: m16n8k16 in the query dtype T (fp8 K widened exactly to T), or, with kQ8 (e4m3 cache and
 // the query quantized to e4m3 with one scale per packed row: amax / 448), m16n8k32 e4m3 x e4m3 MMA on the
@@ -181,16 +182,21 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     }
 
     // ---- the keys, in double-buffered stages ----
-    auto lookup = [&](int t) {  // the K-row offsets (elements) of stage t's keys, -1 past the range
+    // The block id of stage t's key tid (threads below kStageKeys), -1 past the range. It is loaded a stage
+    // ahead of its use (fetch for t + 2, publish for t + 1), so the block table's latency overlaps a stage's
+    // copy and products instead of preceding every copy.
+    auto fetch = [&](int t) -> int64_t {
+      const int k = kb + t * F::kStageKeys + tid;
+      if (tid >= F::kStageKeys || t >= num_tiles || k >= ke) return -1;
+      return p.block_tables[int64_t(task.seq) * p.block_table_stride + k / p.block_size];
+    };
+    auto publish = [&](int t, int64_t block) {  // the K-row offsets (elements) of stage t's keys, -1 past the range
       if (tid < F::kStageKeys) {
-        const int k = kb + t * F::kStageKeys + tid;
+        const int o = (kb + t * F::kStageKeys + tid) % p.block_size;
         int64_t off = -1;
-        if (k < ke) {
-          const int64_t block = p.block_tables[int64_t(task.seq) * p.block_table_stride + k / p.block_size];
-          const int o = k % p.block_size;
+        if (block >= 0)
           off = p.layout == KvLayout::kHND ? ((block * p.num_kv_heads + kvh) * p.block_size + o) * 2 * HD
                                            : ((block * p.block_size + o) * p.num_kv_heads + kvh) * 2 * HD;
-        }
         key_s[(t % 2) * F::kStageKeys + tid] = off;
       }
     };
@@ -217,7 +223,8 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     for (int j = 0; j < HD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    if (num_tiles > 0) lookup(0);
+    if (num_tiles > 0) publish(0, fetch(0));
+    int64_t next_block = fetch(1);  // stage 1's, published in the loop's first iteration
     Ops::sync_cta();  // the queries, their scales and stage 0's offsets are written
     if constexpr (kQ8) {
       if (active)
@@ -226,7 +233,8 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     if (num_tiles > 0) issue(0);
     Ops::commit();
     for (int t = 0; t < num_tiles; ++t) {
-      if (t + 1 < num_tiles) lookup(t + 1);
+      if (t + 1 < num_tiles) publish(t + 1, next_block);
+      next_block = fetch(t + 2);
       Ops::sync_cta();  // offsets of t + 1 visible; every warp is done with the buffer t + 1 reuses
       if (t + 1 < num_tiles) issue(t + 1);
       Ops::commit();
