@@ -179,22 +179,7 @@ TEST(FlashInferCpu, ReadsOfFp8AndHalfCaches) {
     FiPlan plan;
     plan.reserve(L.plan_shape(), {st.tokens, st.num_seqs(), 4099, 64, false, 0});
     plan.build(st.fi());
-    std::vector<double> out(size_t(st.tokens) * L.num_q_heads * L.head_size, std::nan(""));
-    std::vector<double> so(size_t(plan.max_slabs()) * L.num_q_heads * L.head_size), sl(size_t(plan.max_slabs()) * L.num_q_heads);
-    FiCpuParams<double> p;
-    p.query = q.data();
-    p.out = out.data();
-    p.cache = view;
-    p.query_start_loc = st.qsl.data();
-    p.seq_lens = st.ctx.data();
-    p.block_tables = st.tables.data();
-    p.block_table_stride = st.stride;
-    p.num_seqs = st.num_seqs();
-    p.num_q_heads = L.num_q_heads;
-    p.plan = &plan;
-    p.slab_o = so.data();
-    p.slab_lse = sl.data();
-    fi_cpu_run(p);
+    const std::vector<double> out = fi_test::run_plan_reference(L, st, plan, q, view);
     // fp8 values are up to 448 / 57344 times the scale: |v| <= 1.2 here, so the float64 bound holds with margin.
     EXPECT_LE(max_err(out, want), 2 * fi_test::tolerance(L.head_size, 4099, fi_test::kU64)) << dtype_name(dt);
   }
