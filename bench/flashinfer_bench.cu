@@ -272,7 +272,13 @@ Args parse(int argc, char** argv) {
     else if (s == "--cold") a.cold = true;
     else if (s == "--rounds") a.rounds = value();
     else if (s == "--calls") a.calls = value();
-    else if (s == "--cooldown" && i + 1 < argc) a.cooldown_ms = std::atoi(argv[++i]);
+    else if (s == "--cooldown") {
+      if (i + 1 >= argc) usage(2);
+      char* end = nullptr;
+      const long ms = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || ms < 0) usage(2);
+      a.cooldown_ms = int(ms);
+    }
     else if (s == "--only" && i + 1 < argc) {
       a.only = argv[++i];
       if (a.only != "decode" && a.only != "pages" && a.only != "prefill" && a.only != "cascade") usage(2);
