@@ -8,7 +8,9 @@
 //   quant_gemv_bench --profile TYPE SHAPE M [--ctas C] [--stages S]   (a few launches of one case, for a
 //                                                                      profiler)
 //
-// A third table runs Q4_K and Q8_0 at m = 1 with the launch knobs of QuantGemvParams (ring depth, CTAs).
+// A third table runs Q4_K and Q8_0 at m = 1 with each kernel: the default (the int8 kernel), the 16-bit one
+// (batch_invariant), and the 16-bit one with the launch knobs of QuantGemvParams (ring depth, CTAs); its last
+// lines sum a decode step's GEMVs per column.
 //
 // Weights are rotated among enough copies to exceed the L2 cache twice, so every launch reads DRAM; inputs
 // are random (quantized from N(0, 0.05^2) by the device quantizer), never zeros.
@@ -220,11 +222,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // The launch knobs at m = 1: ring depths 2, 3, 4 (one CTA per tile), and fixed CTAs (2 or 3 an SM) that
-  // loop over the tiles with the default ring.
-  std::printf("\nm = 1 by ring depth and CTA count (us; default: one CTA per 16-row tile):\n%-8s %-5s %9s %9s %9s %9s "
-              "%9s %9s\n", "shape", "type", "default", "2 stages", "3 stages", "4 stages", "2/SM", "3/SM");
+  // m = 1 by kernel: the int8 kernel (the default), the 16-bit one, and the 16-bit one's launch knobs: ring
+  // depths 2, 3, 4 (one CTA per tile), and fixed CTAs (2 or 3 an SM) that loop over the tiles.
+  std::printf("\nm = 1 by kernel (us; 16-bit: one CTA per 16-row tile unless the column says):\n%-8s %-5s %9s %9s %9s "
+              "%9s %9s %9s %9s\n", "shape", "type", "int8", "16-bit", "2 stages", "3 stages", "4 stages", "2/SM", "3/SM");
   for (QuantType q : {QuantType::kQ4_K, QuantType::kQ8_0}) {
+    std::vector<double> step(7, 0.0);
     for (const Shape& s : kShapes) {
       DeviceBuffer x(size_t(s.k) * 2), y(size_t(s.n) * 2);
       fill(x.data(), s.k, DType::kBF16, 98, 1.0f);
@@ -232,18 +235,25 @@ int main(int argc, char** argv) {
       std::vector<DeviceBuffer> w = make_weights(q, s, int(std::max<size_t>(2, (size_t(4) * l2 + bytes - 1) / bytes)));
       std::printf("%-8s %-5s", s.name, std::string(quant_traits(q).name).c_str());
       const int sms = prop.multiProcessorCount;
-      const std::pair<int, int> knobs[] = {{0, 0}, {2, 0}, {3, 0}, {4, 0}, {0, 2 * sms}, {0, 3 * sms}};
-      for (const auto& [stages, ctas] : knobs) {
+      // {stages, ctas, batch_invariant}: the knobs select the 16-bit kernel.
+      const struct { int stages, ctas; bool invariant; } knobs[] = {
+          {0, 0, false}, {0, 0, true}, {2, 0, true}, {3, 0, true}, {4, 0, true}, {0, 2 * sms, true}, {0, 3 * sms, true}};
+      for (size_t ki = 0; ki < std::size(knobs); ++ki) {
         const double ms = time_ms(iters, [&](int i) {
           QuantGemvParams qp;
           qp.x = x.data(), qp.w = w[size_t(i) % w.size()].data(), qp.type = q, qp.y = y.data(), qp.m = 1;
-          qp.n = s.n, qp.k = s.k, qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
+          qp.n = s.n, qp.k = s.k, qp.dtype = DType::kBF16, qp.ctas = knobs[ki].ctas, qp.stages = knobs[ki].stages;
+          qp.batch_invariant = knobs[ki].invariant;
           quant_gemv(qp, nullptr);
         });
         std::printf(" %9.1f", ms * 1e3);
+        step[ki] += ms * 1e3 * s.per_step;
       }
       std::printf("\n");
     }
+    std::printf("%-8s %-5s", "step(ms)", std::string(quant_traits(q).name).c_str());
+    for (double us : step) std::printf(" %9.3f", us * 1e-3);
+    std::printf("\n");
   }
 
   std::printf("\ndecode step, GEMV part (32 layers + lm_head), ms and speedup over bf16:\n%-7s", "type");

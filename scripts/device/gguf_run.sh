@@ -79,7 +79,7 @@ if [[ $what == stalls ]]; then
     for c in "q4_k gate_up 1" "q4_k gate_up 1 --stages 2" "q4_k o 1" "q8_0 gate_up 1" "q4_k gate_up 8"; do
       echo "== $c" >>"$OUT/ncu.txt"
       # shellcheck disable=SC2086
-      timeout 60 "$ncu" --clock-control none -k regex:quant_gemv_kernel --launch-skip 1 --launch-count 1 \
+      timeout 60 "$ncu" --clock-control none -k regex:quant_gemv --launch-skip 1 --launch-count 1 \
         --metrics "$metrics" "$bundle/bin/quant_gemv_bench" --profile $c >>"$OUT/ncu.txt" 2>&1
     done
     echo "ncu rc=$?" | tee -a "$OUT/summary.txt"
@@ -89,7 +89,7 @@ if [[ $what == stalls ]]; then
         --num-iters 3 2>&1 | grep -v "^\[\|INFO\|WARNING" >>"$OUT/bench.txt"
     done
     grep -E "^==|decode step" "$OUT/bench.txt" | paste - - | tee -a "$OUT/summary.txt"
-    grep -A14 "^m = 1 by ring" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
+    grep -A16 "^m = 1 by kernel" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
     grep -A12 "^decode step, GEMV" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
   )
 fi
@@ -119,7 +119,7 @@ if [[ $what == gemv ]]; then
       for c in "q4_k gate_up 1" "q8_0 gate_up 1"; do
         echo "== $c" >>"$OUT/ncu.txt"
         # shellcheck disable=SC2086
-        timeout 60 "$ncu" --clock-control none -k regex:quant_gemv_kernel --launch-skip 1 --launch-count 1 \
+        timeout 60 "$ncu" --clock-control none -k regex:quant_gemv --launch-skip 1 --launch-count 1 \
           --metrics "$metrics" "$bundle/bin/quant_gemv_bench" --profile $c >>"$OUT/ncu.txt" 2>&1
       done
       echo "ncu rc=$?" | tee -a "$OUT/summary.txt"
@@ -137,7 +137,7 @@ if [[ $what == gemv ]]; then
       fi
     done
     grep -E "^==|decode step" "$OUT/bench.txt" | paste - - | tee -a "$OUT/summary.txt"
-    grep -A12 "^m = 1 by ring" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
+    grep -A16 "^m = 1 by kernel" "$OUT/quant_gemv_bench.txt" | tee -a "$OUT/summary.txt"
     grep -A11 "^decode step, GEMV" "$OUT/quant_gemv_bench.txt" | tail -10 | tee -a "$OUT/summary.txt"
     grep -A11 "^decode step, GEMV" "$OUT/quant_gemv_bench-base.txt" 2>/dev/null | tail -10 | tee -a "$OUT/summary.txt"
   )

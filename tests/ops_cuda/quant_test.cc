@@ -1,6 +1,7 @@
-// The quantized-weight kernels on the GPU (label gpu) against the CPU reference (ops/quant): quant_gemv for
-// every format against dequantize_row's weights times x in float64; quant_dequant bit for bit, also as an
-// embedding lookup; dequantize + cuBLASLt GEMM for prefill shapes; the device quantizer byte for byte.
+// The quantized-weight kernels on the GPU (label gpu) against the CPU reference (ops/quant): quant_gemv's
+// 16-bit kernel for every format against dequantize_row's weights times x in float64, its int8 kernel
+// against the CPU's quantized matmul; quant_dequant bit for bit, also as an embedding lookup; dequantize +
+// cuBLASLt GEMM for prefill shapes; the device quantizer byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "pagoda/ops/cuda/quant_gemv.h"
 #include "pagoda/ops/cuda/quant_quantize.h"
 #include "pagoda/ops/quant/quant.h"
+#include "quant_i8_reference.h"
 #include "quant_reference.h"
 
 namespace pagoda {
@@ -95,6 +97,7 @@ void check_gemv_type(QuantType q, DType dt) {
       QuantGemvParams p;
       p.x = dx.data(), p.w = dw.data(), p.type = q, p.bias = with_bias ? dbias.data() : nullptr;
       p.y = dy.data(), p.m = m, p.n = n, p.k = k, p.dtype = dt;
+      p.batch_invariant = true;  // the 16-bit kernel at every m (the int8 one: Int8KernelMatchesCpuMatmul)
       run_gemv(p);
       const HostArray y = test::from_device(dy, dt, size_t(m) * n);
       std::vector<uint8_t> guard(256);
@@ -269,6 +272,68 @@ TEST_P(QuantGemvCuda, DeviceQuantizerMatchesQuantizeRow) {
 INSTANTIATE_TEST_SUITE_P(AllFormats, QuantGemvCuda, ::testing::ValuesIn(test::kAllQuantTypes),
                          [](const auto& info) { return tname(info.param); });
 
+// The int8 kernel (m = 1 without batch invariance) against the CPU's quantized matmul: the same activation
+// codes and block terms, so the bound is the order of the float additions (quant_i8_reference.h) plus the
+// output's rounding. Llama-3-8B's shapes (k = 4096 and 14336), a partial last group of loads, n not a
+// multiple of the CTA's 8 rows, and more rows than the resident CTAs cover (every warp loops).
+void check_int8_gemv(QuantType q, DType dt) {
+  SCOPED_TRACE(tname(q) + " " + std::string(dtype_name(dt)) + " " + test::seed_note());
+  Rng rng(uint64_t(q) * 97 + uint64_t(dt));
+  const std::pair<int, int> shapes[] = {{13, 256}, {301, 2304}, {4096, 4096}, {1027, 14336}, {40000, 512}};
+  int si = 0;
+  for (const auto& [n, k] : shapes) {
+    const bool with_bias = si++ % 2 == 1;
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + (with_bias ? " +bias" : ""));
+    const std::vector<uint8_t> wq = make_weights(q, rng, n, k, si % 2 == 0);
+    DeviceBuffer dw = test::to_device(wq);
+    const HostArray x = test::random_array(rng, dt, size_t(k));
+    const HostArray bias = test::random_array(rng, dt, size_t(n), 0.1f);
+    DeviceBuffer dx = test::to_device(x), dbias = test::to_device(bias);
+    DeviceBuffer dy = test::poisoned(size_t(n) * dtype_size(dt) + 256);
+    QuantGemvParams p;
+    p.x = dx.data(), p.w = dw.data(), p.type = q, p.bias = with_bias ? dbias.data() : nullptr;
+    p.y = dy.data(), p.m = 1, p.n = n, p.k = k, p.dtype = dt;
+    ASSERT_TRUE(quant_gemv_i8_applies(p));
+    run_gemv(p);
+    const HostArray y = test::from_device(dy, dt, size_t(n));
+    std::vector<uint8_t> guard(256);
+    dy.download(guard.data(), 256, size_t(n) * dtype_size(dt));
+    EXPECT_TRUE(std::all_of(guard.begin(), guard.end(), [](uint8_t v) { return v == test::kPoisonByte; }))
+        << "write past the end of y";
+    const test::I8Reference ref =
+        test::i8_reference(q, wq.data(), quant_row_bytes(q, k), x, with_bias ? &bias : nullptr, n, k);
+    int failures = 0;
+    double worst = 0;
+    for (int r = 0; r < n; ++r) {
+      const double want = ref.y[size_t(r)], got = y.get(size_t(r));
+      const double tol = ref.tol[size_t(r)] * (1 + test::unit_roundoff(dt)) + test::unit_roundoff(dt) * std::fabs(want) +
+                         test::half_min_subnormal(dt);
+      const double err = std::fabs(got - want);
+      worst = std::max(worst, err / tol);
+      if (!(err <= tol) && ++failures <= 5)
+        ADD_FAILURE() << "y[" << r << "] = " << got << ", CPU " << want << ", |err| " << err << " > tol " << tol;
+    }
+    // The batch-invariant flag takes the 16-bit kernel instead: different arithmetic, the same product.
+    p.batch_invariant = true;
+    ASSERT_FALSE(quant_gemv_i8_applies(p));
+    std::printf("quant_gemv int8 %s %s n=%d k=%d: max |err|/tol %.3f\n", tname(q).c_str(),
+                std::string(dtype_name(dt)).c_str(), n, k, worst);
+  }
+}
+
+class QuantGemvInt8Cuda : public ::testing::TestWithParam<QuantType> {};
+
+TEST_P(QuantGemvInt8Cuda, Bf16MatchesCpuMatmul) {
+  PAGODA_REQUIRE_CUDA_DEVICE();
+  check_int8_gemv(GetParam(), DType::kBF16);
+}
+TEST_P(QuantGemvInt8Cuda, F16MatchesCpuMatmul) {
+  PAGODA_REQUIRE_CUDA_DEVICE();
+  check_int8_gemv(GetParam(), DType::kF16);
+}
+INSTANTIATE_TEST_SUITE_P(Formats, QuantGemvInt8Cuda, ::testing::Values(QuantType::kQ4_K, QuantType::kQ8_0),
+                         [](const auto& info) { return tname(info.param); });
+
 // Captured in a CUDA graph after a first eager call (which sets the kernel's shared-memory limit): replays
 // give the eager bits.
 TEST(QuantGemvCudaGraph, ReplayEqualsEagerRun) {
@@ -276,33 +341,36 @@ TEST(QuantGemvCudaGraph, ReplayEqualsEagerRun) {
   SCOPED_TRACE(test::seed_note());
   Rng rng(500);
   const QuantType q = QuantType::kQ4_K;
-  const int m = 4, n = 4096, k = 4096;
+  const int n = 4096, k = 4096;
   const DType dt = DType::kBF16;
   const std::vector<uint8_t> wq = make_weights(q, rng, n, k, true);
   DeviceBuffer dw = test::to_device(wq);
-  const HostArray x = test::random_array(rng, dt, size_t(m) * k);
-  DeviceBuffer dx = test::to_device(x), dy = test::poisoned(size_t(m) * n * 2);
-  QuantGemvParams p;
-  p.x = dx.data(), p.w = dw.data(), p.type = q, p.y = dy.data(), p.m = m, p.n = n, p.k = k, p.dtype = dt;
-  cudaStream_t stream;
-  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  quant_gemv(p, stream);
-  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const HostArray eager = test::from_device(dy, dt, size_t(m) * n);
-  cudaGraph_t graph;
-  PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  quant_gemv(p, stream);
-  PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  PAGODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  dy.fill_bytes(test::kPoisonByte);
-  PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const HostArray replay = test::from_device(dy, dt, size_t(m) * n);
-  EXPECT_EQ(std::memcmp(eager.bytes.data(), replay.bytes.data(), eager.nbytes()), 0);
-  PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
-  PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  for (int m : {4, 1}) {  // the 16-bit kernel, the int8 one
+    SCOPED_TRACE("m=" + std::to_string(m));
+    const HostArray x = test::random_array(rng, dt, size_t(m) * k);
+    DeviceBuffer dx = test::to_device(x), dy = test::poisoned(size_t(m) * n * 2);
+    QuantGemvParams p;
+    p.x = dx.data(), p.w = dw.data(), p.type = q, p.y = dy.data(), p.m = m, p.n = n, p.k = k, p.dtype = dt;
+    cudaStream_t stream;
+    PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    quant_gemv(p, stream);
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const HostArray eager = test::from_device(dy, dt, size_t(m) * n);
+    cudaGraph_t graph;
+    PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    quant_gemv(p, stream);
+    PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    PAGODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    dy.fill_bytes(test::kPoisonByte);
+    PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const HostArray replay = test::from_device(dy, dt, size_t(m) * n);
+    EXPECT_EQ(std::memcmp(eager.bytes.data(), replay.bytes.data(), eager.nbytes()), 0);
+    PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
+    PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
 }
 
 TEST(QuantGemvCudaChecks, RejectsBadShapesAndDtypes) {

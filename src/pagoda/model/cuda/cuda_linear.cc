@@ -41,6 +41,7 @@ void linear(const LinearContext& ctx, const CudaMatrix& w, const void* x, const 
         p.k = w.cols;
         p.ldy = w.rows;
         p.dtype = dt;
+        p.batch_invariant = ctx.batch_invariant;
         quant_gemv(p, ctx.stream);
         col += part.rows;
       }

@@ -1,6 +1,7 @@
 // PRIVATE to model/cuda/: the linear layers of the GPU forward pass, y[rows, w.rows] = x[rows, w.cols] @ W^T
 // (+ bias), over a CudaMatrix. Dense weights go to cuBLASLt. Quantized weights take the quantized GEMV
-// (ops/cuda/quant_gemv.h, up to kQuantGemvMaxRows activation rows per launch) for decode-sized steps, and
+// (ops/cuda/quant_gemv.h, up to kQuantGemvMaxRows activation rows per launch; one row takes its int8 kernel,
+// the CPU's arithmetic, unless batch invariance is on) for decode-sized steps, and
 // for larger ones are dequantized into a scratch buffer for cuBLASLt (the prefill path: its GEMM's
 // arithmetic dwarfs the extra pass). With batch invariance on, the quantized GEMV serves every step size,
 // so a row's result never depends on how many rows the step has. fp32 compute always dequantizes (the

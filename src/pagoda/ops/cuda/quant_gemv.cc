@@ -23,6 +23,10 @@ void quant_gemv(const QuantGemvParams& p, cudaStream_t stream) {
   PAGODA_CHECK(p.x && p.w && p.y, "quant_gemv: null operand");
   PAGODA_CHECK(reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 8 == 0,
                "quant_gemv: w ", p.w, " must be 16-byte aligned, x ", p.x, " 8-byte aligned");
+  if (quant_gemv_i8_applies(p)) {
+    launch_quant_gemv_i8(p, stream);
+    return;
+  }
   visit_quant_type(p.type, [&](auto q) { launch_quant_gemv<decltype(q)::value>(p, stream); });
 }
 

@@ -14,4 +14,7 @@ namespace pagoda::quant_gemv_detail {
 template <QuantType Q>
 void launch_quant_gemv(const QuantGemvParams& p, cudaStream_t stream);
 
+// The int8 kernel (quant_gemv_i8.cu). PRECOND: quant_gemv_i8_applies(p), checked by quant_gemv().
+void launch_quant_gemv_i8(const QuantGemvParams& p, cudaStream_t stream);
+
 }  // namespace pagoda::quant_gemv_detail
