@@ -44,6 +44,7 @@ struct HostOps : emu::Ops {
     std::memcpy(&v, p, 16);
     return v;
   }
+  static void wait_for_prior_grid() {}
   static void prefetch_l2(const void* p) {
     const uint8_t* b = static_cast<const uint8_t*>(p);
     if (b < g_w.begin || b >= g_w.end) ++g_overreads;

@@ -11,6 +11,11 @@ using namespace cuda_detail;
 // PRECOND: cols % kN == 0; with kN > 1, in and out 16-byte aligned.
 template <typename T, int kN>
 __global__ void __launch_bounds__(256) silu_and_mul_kernel(const T* in, T* out, int64_t rows, int cols) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A quantized GEMV after it is launched programmatically (SM 9.0): it may place its CTAs and prefetch its
+  // weights now; it waits for this grid's completion before reading the output.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int64_t per_row = cols / kN;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * per_row) return;

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 
 // The device's SM count and shared memory per SM (the current device when first asked).
 struct DeviceShape {
-  int sms = 0, smem_per_sm = 0;
+  int sms = 0, smem_per_sm = 0, major = 0;
 };
 const DeviceShape& device_shape() {
   static const DeviceShape d = [] {
@@ -30,6 +30,7 @@ const DeviceShape& device_shape() {
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&s.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&s.major, cudaDevAttrComputeCapabilityMajor, dev));
     return s;
   }();
   return d;
@@ -49,10 +50,22 @@ void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
   const DeviceShape& d = device_shape();
   const int per_sm = std::clamp(int(size_t(d.smem_per_sm) / (smem + 1024)), 1, 4);  // 1 KiB: the system's share
   const int ctas = std::min(d.sms * per_sm, int(cuda_detail::ceil_div(p.n, kWarps)));
-  quant_gemv_i8_kernel<Q, T><<<ctas, kThreads, smem, stream>>>(
-      static_cast<const T*>(p.x), static_cast<const uint8_t*>(p.w), static_cast<const T*>(p.bias),
-      static_cast<T*>(p.y), p.n, p.k);
-  PAGODA_CUDA_CHECK_LAUNCH();
+  // Programmatic stream serialization on SM 9.0 (see the kernel's griddepcontrol.wait).
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (d.major >= 9 && p.overlap_launch) {
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  PAGODA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, quant_gemv_i8_kernel<Q, T>, static_cast<const T*>(p.x),
+                                       static_cast<const uint8_t*>(p.w), static_cast<const T*>(p.bias),
+                                       static_cast<T*>(p.y), p.n, p.k));
 }
 
 template <QuantType Q>

@@ -10,6 +10,9 @@
 // - Prologue: each CTA quantizes x into its shared memory exactly as the CPU does (quantize_act_row in
 //   quant_matmul.cc): per block of 32 (the 32-weight formats) or 256 (the k-quants) a scale dx = max|x| / 127
 //   and codes round-to-nearest-even(x / dx), with the codes' sums per 32 for the k-quants' mins.
+// - The CTA starts its warps' first rows on their way into L2 (prefetch) before it waits for the previous
+//   kernel (programmatic dependent launch on SM 9.0: the CTAs may be placed while that kernel still runs; the
+//   RMSNorm and SiLU-and-mul kernels before a GEMV let them).
 // - Each warp owns a weight row at a time (rows warp, warp + all warps, ...) and reads it straight from
 //   global memory in 16-byte loads, a group of loads in flight before any is used:
 //   Q4_K: lane (group, c) = (lane / 8, lane % 8) reads the header (d, dmin, scales) and quarter c of the
@@ -371,6 +374,7 @@ PAGODA_I8_HD void gemv_i8_cta(const T* x, const uint8_t* w, const T* bias, T* y,
   // The warp's first row starts on its way to L2 while the CTA quantizes x.
   if (const int r0 = cta * kWarps + warp; r0 < n)
     for (size_t off = size_t(lane) * 128; off < row_bytes; off += 32 * 128) Ops::prefetch_l2(w + size_t(r0) * row_bytes + off);
+  Ops::wait_for_prior_grid();  // x is the previous kernel's output
   quantize_x<Q, T, Ops>(x, k, smem, tid);
   Ops::sync_cta();
   uint8_t* stage = smem + Smem<Q>::stage_offset(k) + size_t(warp) * Fmt<Q>::kStageBytes;
@@ -397,6 +401,13 @@ struct DeviceOps {
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
+  }
+  // Programmatic dependent launch (SM 9.0, no-op elsewhere): returns once the stream's previous grid has
+  // completed and its writes are visible. Nothing before it reads anything but W, or writes.
+  static __device__ __forceinline__ void wait_for_prior_grid() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   }
   static __device__ __forceinline__ void prefetch_l2(const void* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));

@@ -30,6 +30,11 @@ struct RowArgs {
 // gridDim.x == rows.
 template <typename T, bool kWarpPerRow, bool kFusedAdd>
 __global__ void __launch_bounds__(kWarpPerRow ? 32 * kWarpsPerBlock : kMaxBlockThreads) rmsnorm_kernel(RowArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A quantized GEMV after it is launched programmatically (SM 9.0): it may place its CTAs and prefetch its
+  // weights now; it waits for this grid's completion before reading the output.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   constexpr int N = kVec16<T>, W = kWords<T, N>;  // elements and words of one 16-byte access
   int64_t row;
   int tid, nthreads;
