@@ -5,8 +5,8 @@
 // decode, whose ratio to bf16 bounds the end-to-end speedup.
 //
 //   quant_gemv_bench [--iters N]
-//   quant_gemv_bench --profile TYPE SHAPE M [--ctas C] [--stages S]   (a few launches of one case, for a
-//                                                                      profiler)
+//   quant_gemv_bench --profile TYPE SHAPE M [--ctas C] [--stages S] [--16bit]   (a few launches of one
+//                                                          case, for a profiler; --16bit: the 16-bit kernel)
 //
 // A third table runs Q4_K and Q8_0 at m = 1 with each kernel: the default (the int8 kernel), the 16-bit one
 // (batch_invariant), and the 16-bit one with the launch knobs of QuantGemvParams (ring depth, CTAs); its last
@@ -115,24 +115,25 @@ QuantType type_named(const char* s) {
 }
 
 // --profile: 3 launches of one case on rotating weights (after one warm-up), nothing timed.
-int profile(QuantType q, const Shape& s, int m, int ctas, int stages) {
+int profile(QuantType q, const Shape& s, int m, int ctas, int stages, bool bits16) {
   DeviceBuffer x(size_t(32) * s.k * 2), y(size_t(32) * s.n * 2);
   fill(x.data(), int64_t(32) * s.k, DType::kBF16, 99, 1.0f);
   std::vector<DeviceBuffer> w = make_weights(q, s, 4);
   for (int i = 0; i < 4; ++i) {
     QuantGemvParams qp;
     qp.x = x.data(), qp.w = w[size_t(i)].data(), qp.type = q, qp.y = y.data(), qp.m = m, qp.n = s.n, qp.k = s.k;
-    qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages;
+    qp.dtype = DType::kBF16, qp.ctas = ctas, qp.stages = stages, qp.batch_invariant = bits16;
     quant_gemv(qp, nullptr);
   }
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-  std::printf("profiled %s %s m=%d ctas=%d stages=%d\n", std::string(quant_traits(q).name).c_str(), s.name, m, ctas,
-              stages);
+  std::printf("profiled %s %s m=%d ctas=%d stages=%d %s\n", std::string(quant_traits(q).name).c_str(), s.name, m, ctas,
+              stages, bits16 ? "16-bit" : "default");
   return 0;
 }
 
 int main(int argc, char** argv) {
   int iters = 50, prof_m = 0, prof_ctas = 0, prof_stages = 0;
+  bool prof_16bit = false;
   const char *prof_type = nullptr, *prof_shape = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
@@ -143,8 +144,10 @@ int main(int argc, char** argv) {
       prof_ctas = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--stages") == 0 && i + 1 < argc) {
       prof_stages = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--16bit") == 0) {
+      prof_16bit = true;
     } else {
-      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N] | --profile TYPE SHAPE M [--ctas C] [--stages S]\n");
+      std::fprintf(stderr, "usage: quant_gemv_bench [--iters N] | --profile TYPE SHAPE M [--ctas C] [--stages S] [--16bit]\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
@@ -161,7 +164,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--profile: unknown type or shape, or m out of 1..%d\n", kQuantGemvMaxRows);
       return 2;
     }
-    return profile(q, *sh, prof_m, prof_ctas, prof_stages);
+    return profile(q, *sh, prof_m, prof_ctas, prof_stages, prof_16bit);
   }
   int dev = 0, l2 = 0;
   cudaDeviceProp prop{};

@@ -7,7 +7,7 @@
 // chain of additions (the CPU's nb - 1; the kernel's at most nb per lane plus 5 butterfly levels), and each
 // adds the bias with one more rounding: |kernel - cpu| <= 2 gamma_{nb+5} S + 2u (S + |bias|), u = 2^-24,
 // S >= sum_b |t_b|. A term is sum_{i in b} x^_i w^_i (x^ = dx q_x, the dequantized activation; w^ the
-// weight as the formats define it), so |t_b| <= sum_i |x^_i| m_i with m_i = |d sc q_i| + |dmin mn| (Q4_K)
+// weight as the formats define it), so |t_b| <= sum_i |x^_i| m_i with m_i = |d sc q_i| + |dmin mn| (Q4_K, Q5_K)
 // or |d q_i| (Q8_0), and |x^_i| <= |x_i| + dx / 2 (round to nearest), times 1 + 2^-20 for the terms' own
 // float roundings.
 #pragma once
@@ -60,9 +60,10 @@ inline I8Reference i8_reference(QuantType q, const uint8_t* w, size_t row_bytes,
     double s = 0;
     for (int b = 0; b < nb; ++b) {
       const uint8_t* blk = w + size_t(j) * row_bytes + size_t(b) * tr.block_bytes;
-      if (q == QuantType::kQ4_K) {
+      if (q == QuantType::kQ4_K || q == QuantType::kQ5_K) {
         quant::BlockK d;
-        quant::decode_q4_k(blk, &d);
+        if (q == QuantType::kQ4_K) quant::decode_q4_k(blk, &d);
+        else quant::decode_q5_k(blk, &d);
         for (int i = 0; i < 256; ++i)
           s += xa[size_t(b * 256 + i)] *
                (std::fabs(double(d.d) * d.sc[i / 32] * d.q[i]) + std::fabs(double(d.dmin) * d.mn[i / 32]));

@@ -1,4 +1,4 @@
-// The one-token int8-activation GEMV of quant_gemv.h (quant_gemv_i8.cuh): the kernels of Q4_K and Q8_0 and
+// The one-token int8-activation GEMV of quant_gemv.h (quant_gemv_i8.cuh): the kernels of Q4_K, Q5_K and Q8_0 and
 // their launch.
 #include <algorithm>
 
@@ -80,15 +80,18 @@ void launch(const QuantGemvParams& p, cudaStream_t stream) {
 namespace pagoda {
 
 bool quant_gemv_i8_applies(const QuantGemvParams& p) {
-  const bool format = p.type == QuantType::kQ4_K || p.type == QuantType::kQ8_0;
+  const bool format = p.type == QuantType::kQ4_K || p.type == QuantType::kQ5_K || p.type == QuantType::kQ8_0;
   return format && p.m == 1 && !p.batch_invariant && p.ctas == 0 && p.stages == 0 && p.k % 256 == 0 &&
          p.k <= quant_gemv_i8_detail::kMaxK && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
 namespace quant_gemv_detail {
 void launch_quant_gemv_i8(const QuantGemvParams& p, cudaStream_t stream) {
-  if (p.type == QuantType::kQ4_K) quant_gemv_i8_detail::launch<QuantType::kQ4_K>(p, stream);
-  else quant_gemv_i8_detail::launch<QuantType::kQ8_0>(p, stream);
+  switch (p.type) {
+    case QuantType::kQ4_K: return quant_gemv_i8_detail::launch<QuantType::kQ4_K>(p, stream);
+    case QuantType::kQ5_K: return quant_gemv_i8_detail::launch<QuantType::kQ5_K>(p, stream);
+    default: return quant_gemv_i8_detail::launch<QuantType::kQ8_0>(p, stream);
+  }
 }
 }  // namespace quant_gemv_detail
 

@@ -15,8 +15,8 @@
 //   RMSNorm and SiLU-and-mul kernels before a GEMV let them).
 // - Each warp owns a weight row at a time (rows warp, warp + all warps, ...) and reads it straight from
 //   global memory in 16-byte loads, a group of loads in flight before any is used:
-//   Q4_K: lane (group, c) = (lane / 8, lane % 8) reads the header (d, dmin, scales) and quarter c of the
-//   128 code bytes of super-block 4 step + group; the eight lanes of a super-block add their integer sums
+//   Q4_K (and Q5_K, which adds a load of the high bits): lane (group, c) = (lane / 8, lane % 8) reads the
+//   header (d, dmin, scales) and quarter c of the 128 code bytes of super-block 4 step + group; the eight lanes of a super-block add their integer sums
 //   (sub-block scale x dot product, mins x code sums) exactly, in a reduce-scatter of 7 shuffles for four
 //   steps at once.
 //   Q8_0 (34-byte blocks, 2-byte aligned): the warp copies 32 consecutive blocks (1088 bytes) into its own
@@ -66,6 +66,13 @@ struct Fmt<QuantType::kQ4_K> {
   static constexpr int kActBlock = 256;  // activations share a scale per k-quant block (the CPU's Q8_K)
   static constexpr int kSteps = 4;       // super-blocks 4 step + group: 16 per group of loads
   static constexpr int kStageBytes = 0;  // no staging: loads go straight to registers
+  static constexpr int kQhOffset = -1, kQsOffset = 16;  // [d dmin scales 12][qs 128]
+};
+template <>
+struct Fmt<QuantType::kQ5_K> : Fmt<QuantType::kQ4_K> {
+  static constexpr int kBlockBytes = 176;
+  static constexpr int kSteps = 2;  // the high bits' loads too in 64 registers
+  static constexpr int kQhOffset = 16, kQsOffset = 48;  // [d dmin scales 12][qh 32][qs 128]
 };
 template <>
 struct Fmt<QuantType::kQ8_0> {
@@ -217,7 +224,7 @@ PAGODA_I8_UNROLL
   }
 }
 
-// ---- Q4_K ----
+// ---- Q4_K, Q5_K ----
 // 6-bit scale and min of sub-block j from the block's 12 scale bytes, held as words s[0..2] (k_scale_min).
 PAGODA_I8_HD void k_scale_min(const uint32_t (&s)[3], int j, int& sc, int& mn) {
   auto byte = [&](int i) { return int((s[i >> 2] >> (8 * (i & 3))) & 0xff); };
@@ -247,28 +254,32 @@ PAGODA_I8_UNROLL
   return v[0];
 }
 
-template <typename T, class Ops>
-PAGODA_I8_HD float row_q4_k(const uint8_t* row, int nb, const uint8_t* smem, int k, int lane) {
-  constexpr int kSteps = Fmt<QuantType::kQ4_K>::kSteps;
+// Q4_K and Q5_K (Q5_K: bit s of qh[l] is bit 4 of element l of sub-block s; lane c reads the 16 bytes of qh
+// of its elements, which hold the bits of every sub-block).
+template <QuantType Q, typename T, class Ops>
+PAGODA_I8_HD float row_k_quant(const uint8_t* row, int nb, const uint8_t* smem, int k, int lane) {
+  using F = Fmt<Q>;
+  constexpr int kSteps = F::kSteps, kB = F::kBlockBytes;
+  constexpr bool kQ5 = F::kQhOffset >= 0;
   const int8_t* xq = reinterpret_cast<const int8_t*>(smem);
-  const float* dx = reinterpret_cast<const float*>(smem + Smem<QuantType::kQ4_K>::dx_offset(k));
-  const int32_t* s32 = reinterpret_cast<const int32_t*>(smem + Smem<QuantType::kQ4_K>::s32_offset(k));
+  const float* dx = reinterpret_cast<const float*>(smem + Smem<Q>::dx_offset(k));
+  const int32_t* s32 = reinterpret_cast<const int32_t*>(smem + Smem<Q>::s32_offset(k));
   const int grp = lane >> 3, c = lane & 7, pair = c >> 1, half = c & 1;
   float acc = 0.f;
   for (int s0 = 0; s0 < nb; s0 += 4 * kSteps) {
-    uint4 hd[kSteps], qs[kSteps];
+    uint4 hd[kSteps], qs[kSteps], qh[kSteps];
 PAGODA_I8_UNROLL
     for (int u = 0; u < kSteps; ++u) {
       const int sb = s0 + 4 * u + grp;
+      hd[u] = qs[u] = qh[u] = make_uint4(0, 0, 0, 0);
       if (sb < nb) {
-        hd[u] = Ops::ldg16(row + size_t(sb) * 144);
-        qs[u] = Ops::ldg16(row + size_t(sb) * 144 + 16 + 16 * c);
-      } else {
-        hd[u] = make_uint4(0, 0, 0, 0);
-        qs[u] = make_uint4(0, 0, 0, 0);
+        hd[u] = Ops::ldg16(row + size_t(sb) * kB);
+        qs[u] = Ops::ldg16(row + size_t(sb) * kB + F::kQsOffset + 16 * c);
+        if constexpr (kQ5) qh[u] = Ops::ldg16(row + size_t(sb) * kB + F::kQhOffset + 16 * half);
       }
     }
-    int v[8];
+    static_assert(kSteps <= 4, "two sums a step, eight in the reduce-scatter");
+    int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 PAGODA_I8_UNROLL
     for (int u = 0; u < kSteps; ++u) {
       const int sb = s0 + 4 * u + grp;
@@ -280,13 +291,18 @@ PAGODA_I8_UNROLL
         k_scale_min(sw, 2 * pair + 1, sc_hi, mn_hi);
         const int e = sb * 256 + 64 * pair + 16 * half;  // element of the low sub-block's first code
         const uint4 xl = Ops::lds16(xq + e), xh = Ops::lds16(xq + e + 32);
-        const uint32_t w[4] = {qs[u].x, qs[u].y, qs[u].z, qs[u].w};
+        const uint32_t w[4] = {qs[u].x, qs[u].y, qs[u].z, qs[u].w}, h[4] = {qh[u].x, qh[u].y, qh[u].z, qh[u].w};
         const uint32_t al[4] = {xl.x, xl.y, xl.z, xl.w}, ah[4] = {xh.x, xh.y, xh.z, xh.w};
         int dot_lo = 0, dot_hi = 0;
 PAGODA_I8_UNROLL
         for (int i = 0; i < 4; ++i) {
-          dot_lo = Ops::dp4a(w[i] & 0x0f0f0f0fu, al[i], dot_lo);
-          dot_hi = Ops::dp4a((w[i] >> 4) & 0x0f0f0f0fu, ah[i], dot_hi);
+          uint32_t lo = w[i] & 0x0f0f0f0fu, hi = (w[i] >> 4) & 0x0f0f0f0fu;
+          if constexpr (kQ5) {
+            lo |= ((h[i] >> (2 * pair)) & 0x01010101u) << 4;
+            hi |= ((h[i] >> (2 * pair + 1)) & 0x01010101u) << 4;
+          }
+          dot_lo = Ops::dp4a(lo, al[i], dot_lo);
+          dot_hi = Ops::dp4a(hi, ah[i], dot_hi);
         }
         isum = sc_lo * dot_lo + sc_hi * dot_hi;
         if (half == 0) msum = mn_lo * s32[sb * 8 + 2 * pair] + mn_hi * s32[sb * 8 + 2 * pair + 1];
@@ -382,8 +398,8 @@ PAGODA_I8_HD void gemv_i8_cta(const T* x, const uint8_t* w, const T* bias, T* y,
   for (int r = cta * kWarps + warp; r < n; r += ctas * kWarps) {
     const uint8_t* row = w + size_t(r) * row_bytes;
     float acc;
-    if constexpr (Q == QuantType::kQ4_K) acc = row_q4_k<T, Ops>(row, nb, smem, k, lane);
-    else acc = row_q8_0<T, Ops>(row, nb, smem, stage, k, lane);
+    if constexpr (Q == QuantType::kQ8_0) acc = row_q8_0<T, Ops>(row, nb, smem, stage, k, lane);
+    else acc = row_k_quant<Q, T, Ops>(row, nb, smem, k, lane);
 PAGODA_I8_UNROLL
     for (int m = 16; m >= 1; m >>= 1) acc = add_rn(acc, Ops::shfl_xor(acc, m));  // commutative: every lane agrees
     if (lane == 0) {
