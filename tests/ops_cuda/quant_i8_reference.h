@@ -8,7 +8,7 @@
 // adds the bias with one more rounding: |kernel - cpu| <= 2 gamma_{nb+5} S + 2u (S + |bias|), u = 2^-24,
 // S >= sum_b |t_b|. A term is sum_{i in b} x^_i w^_i (x^ = dx q_x, the dequantized activation; w^ the
 // weight as the formats define it), so |t_b| <= sum_i |x^_i| m_i with m_i = |d sc q_i| + |dmin mn| (Q4_K, Q5_K)
-// or |d q_i| (Q8_0), and |x^_i| <= |x_i| + dx / 2 (round to nearest), times 1 + 2^-20 for the terms' own
+// or |d sc q_i| (Q6_K; q signed) or |d q_i| (Q8_0), and |x^_i| <= |x_i| + dx / 2 (round to nearest), times 1 + 2^-20 for the terms' own
 // float roundings.
 #pragma once
 
@@ -67,6 +67,10 @@ inline I8Reference i8_reference(QuantType q, const uint8_t* w, size_t row_bytes,
         for (int i = 0; i < 256; ++i)
           s += xa[size_t(b * 256 + i)] *
                (std::fabs(double(d.d) * d.sc[i / 32] * d.q[i]) + std::fabs(double(d.dmin) * d.mn[i / 32]));
+      } else if (q == QuantType::kQ6_K) {
+        quant::BlockQ6K d;
+        quant::decode_q6_k(blk, &d);
+        for (int i = 0; i < 256; ++i) s += xa[size_t(b * 256 + i)] * std::fabs(double(d.d) * d.sc[i / 16] * d.q[i]);
       } else {
         quant::Block32 d;
         quant::decode_block32(q, blk, &d);

@@ -279,7 +279,10 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, QuantGemvCuda, ::testing::ValuesIn(test::kA
 void check_int8_gemv(QuantType q, DType dt) {
   SCOPED_TRACE(tname(q) + " " + std::string(dtype_name(dt)) + " " + test::seed_note());
   Rng rng(uint64_t(q) * 97 + uint64_t(dt));
-  const std::pair<int, int> shapes[] = {{13, 256}, {301, 2304}, {4096, 4096}, {1027, 14336}, {40000, 512}};
+  const std::vector<std::pair<int, int>> shapes =
+      q == QuantType::kQ6_K ? std::vector<std::pair<int, int>>{{13, 2048}, {4096, 4096}, {1027, 14336}, {40000, 2048}}
+                            : std::vector<std::pair<int, int>>{{13, 256}, {301, 2304}, {4096, 4096}, {1027, 14336},
+                                                               {40000, 512}};
   int si = 0;
   for (const auto& [n, k] : shapes) {
     const bool with_bias = si++ % 2 == 1;
@@ -332,7 +335,7 @@ TEST_P(QuantGemvInt8Cuda, F16MatchesCpuMatmul) {
   check_int8_gemv(GetParam(), DType::kF16);
 }
 INSTANTIATE_TEST_SUITE_P(Formats, QuantGemvInt8Cuda,
-                         ::testing::Values(QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ8_0),
+                         ::testing::Values(QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K, QuantType::kQ8_0),
                          [](const auto& info) { return tname(info.param); });
 
 // Captured in a CUDA graph after a first eager call (which sets the kernel's shared-memory limit): replays

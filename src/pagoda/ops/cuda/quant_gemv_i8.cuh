@@ -19,10 +19,12 @@
 //   header (d, dmin, scales) and quarter c of the 128 code bytes of super-block 4 step + group; the eight lanes of a super-block add their integer sums
 //   (sub-block scale x dot product, mins x code sums) exactly, in a reduce-scatter of 7 shuffles for four
 //   steps at once.
+//   Q6_K (210-byte blocks): the warp stages 8 blocks at a time, then lane (group, c) multiplies 32 codes of
+//   block 4 step + group (low or high nibbles with two high bits each), the 8 lanes add their sums.
 //   Q8_0 (34-byte blocks, 2-byte aligned): the warp copies 32 consecutive blocks (1088 bytes) into its own
 //   shared staging in coalesced 16-byte loads, then lane l multiplies block l.
 // - Each block's float term is the CPU's, operation for operation (no contraction into FMA):
-//   Q8_0  (d_w * dx) * float(isum)           Q4_K  (d * dx) * float(isum) - (dmin * dx) * float(msum)
+//   Q8_0, Q6_K  (d_w * dx) * float(isum)     Q4_K, Q5_K  (d * dx) * float(isum) - (dmin * dx) * float(msum)
 //   A lane adds its terms in block order, the warp's lanes in a fixed butterfly: the result differs from the
 //   CPU's only by the order of the float additions (the CPU adds the terms in block order), and an output
 //   depends on its row of W and on x alone (never on the launch).
@@ -75,6 +77,16 @@ struct Fmt<QuantType::kQ5_K> : Fmt<QuantType::kQ4_K> {
   static constexpr int kQhOffset = 16, kQsOffset = 48;  // [d dmin scales 12][qh 32][qs 128]
 };
 template <>
+struct Fmt<QuantType::kQ6_K> {
+  static constexpr int kBlockBytes = 210, kBlockElems = 256;
+  static constexpr int kActBlock = 256;
+  // 8 blocks (1680 bytes, 105 chunks: a whole number when the row starts 16-byte aligned, which k % 2048 == 0
+  // gives) are staged at a time and taken in two steps of 4, a block per 8 lanes.
+  static constexpr int kRoundBlocks = 8;
+  static constexpr int kRoundBytes = kRoundBlocks * 210;
+  static constexpr int kStageBytes = kRoundBytes + 16;  // + slack for the word reads of the last block
+};
+template <>
 struct Fmt<QuantType::kQ8_0> {
   static constexpr int kBlockBytes = 34, kBlockElems = 32;
   static constexpr int kActBlock = 32;
@@ -84,12 +96,15 @@ struct Fmt<QuantType::kQ8_0> {
   static constexpr int kStageBytes = kSteps * kStepBytes;
 };
 
-// Shared memory: [xq: k int8][dx: k / kActBlock floats][s32: k / 32 int32][staging: kWarps x kStageBytes].
+// Shared memory: [xq: k int8][dx: k / kActBlock floats][s32: k / 32 int32][s16: k / 16 int32, Q6_K]
+// [staging: kWarps x kStageBytes].
 template <QuantType Q>
 struct Smem {
+  static constexpr bool kS16 = Q == QuantType::kQ6_K;
   static constexpr size_t dx_offset(int k) { return size_t(k); }
   static constexpr size_t s32_offset(int k) { return dx_offset(k) + size_t(k / Fmt<Q>::kActBlock) * 4; }
-  static constexpr size_t stage_offset(int k) { return (s32_offset(k) + size_t(k / 32) * 4 + 15) / 16 * 16; }
+  static constexpr size_t s16_offset(int k) { return s32_offset(k) + size_t(k / 32) * 4; }
+  static constexpr size_t stage_offset(int k) { return (s16_offset(k) + (kS16 ? size_t(k / 16) * 4 : 0) + 15) / 16 * 16; }
   static constexpr size_t bytes(int k) { return stage_offset(k) + size_t(kWarps) * Fmt<Q>::kStageBytes; }
 };
 
@@ -173,6 +188,7 @@ PAGODA_I8_HD void quantize_x(const T* x, int k, uint8_t* smem, int tid) {
   int8_t* xq = reinterpret_cast<int8_t*>(smem);
   float* dx = reinterpret_cast<float*>(smem + Smem<Q>::dx_offset(k));
   int32_t* s32 = reinterpret_cast<int32_t*>(smem + Smem<Q>::s32_offset(k));
+  int32_t* s16 = reinterpret_cast<int32_t*>(smem + Smem<Q>::s16_offset(k));
   const int lane = tid & 31;
   for (int base = 0; base < k; base += 8 * kThreads) {  // uniform trip count: every lane reaches the shuffles
     const int e0 = base + 8 * tid;
@@ -213,8 +229,9 @@ PAGODA_I8_UNROLL
       sum += q;
       packed[i / 4] |= uint32_t(uint8_t(int8_t(q))) << (8 * (i % 4));
     }
-    // The code sums of each 32 elements: 4 lanes.
+    // The code sums of each 16 and 32 elements: 2 and 4 lanes.
     sum += Ops::shfl_xor_i(sum, 1);
+    if (Smem<Q>::kS16 && here && (lane & 1) == 0) s16[e0 / 16] = sum;
     sum += Ops::shfl_xor_i(sum, 2);
     if (here) {
       std::memcpy(xq + e0, packed, 8);
@@ -379,6 +396,82 @@ PAGODA_I8_UNROLL
   return acc;
 }
 
+// ---- Q6_K ----
+// The NB bytes at p (shared memory, 2-byte aligned) as NB / 4 words: aligned word reads, shifted by 0 or 16.
+template <int NW, class Ops>
+PAGODA_I8_HD void words_at(const uint8_t* p, uint32_t (&out)[NW]) {
+  const uint32_t* aw = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  uint32_t w[NW + 1];
+PAGODA_I8_UNROLL
+  for (int i = 0; i <= NW; ++i) w[i] = Ops::lds4(aw + i);
+PAGODA_I8_UNROLL
+  for (int i = 0; i < NW; ++i) out[i] = funnel_right(w[i], w[i + 1], sh);
+}
+
+// Lane (group, c) takes elements 32 c .. 32 c + 31 of block 4 step + group: half h = c / 4, quarter r = c % 4,
+// low or high nibbles of ql[64 h + 32 (r & 1) ..] and bits 2r, 2r + 1 of qh[32 h ..]; scale groups 2c, 2c + 1.
+// The codes q (0..63) go into dp4a as stored; the offset 32 comes off with the activations' 16-sums.
+template <typename T, class Ops>
+PAGODA_I8_HD float row_q6_k(const uint8_t* row, int nb, const uint8_t* smem, uint8_t* stage, int k, int lane) {
+  using F = Fmt<QuantType::kQ6_K>;
+  constexpr int kLoads = (F::kRoundBytes / 16 + 31) / 32;  // 105 chunks: 4 loads a lane
+  const int8_t* xq = reinterpret_cast<const int8_t*>(smem);
+  const float* dx = reinterpret_cast<const float*>(smem + Smem<QuantType::kQ6_K>::dx_offset(k));
+  const int32_t* s16 = reinterpret_cast<const int32_t*>(smem + Smem<QuantType::kQ6_K>::s16_offset(k));
+  const int grp = lane >> 3, c = lane & 7, h = c >> 2, r = c & 3;
+  float acc = 0.f;
+  for (int b0 = 0; b0 < nb; b0 += F::kRoundBlocks) {
+    const int chunks = (nb - b0 >= F::kRoundBlocks ? F::kRoundBytes : (nb - b0) * 210) / 16;  // nb % 8 == 0
+    uint4 ch[kLoads];
+PAGODA_I8_UNROLL
+    for (int j = 0; j < kLoads; ++j) {
+      const int i = lane + 32 * j;
+      ch[j] = i < chunks ? Ops::ldg16(row + size_t(b0) * 210 + 16 * i) : make_uint4(0, 0, 0, 0);
+    }
+    Ops::sync_warp();  // every lane is done reading the last round's staging
+PAGODA_I8_UNROLL
+    for (int j = 0; j < kLoads; ++j) {
+      const int i = lane + 32 * j;
+      if (i < F::kRoundBytes / 16) Ops::sts16(stage + 16 * i, ch[j]);
+    }
+    Ops::sync_warp();
+PAGODA_I8_UNROLL
+    for (int u = 0; u < F::kRoundBlocks / 4; ++u) {
+      const int bl = 4 * u + grp, b = b0 + bl;  // the warp's lanes agree on b < nb per group of 8
+      int isum = 0;
+      if (b < nb) {
+        const uint8_t* blk = stage + bl * 210;
+        uint32_t ql[8], qh[8];
+        words_at<8, Ops>(blk + 64 * h + 32 * (r & 1), ql);
+        words_at<8, Ops>(blk + 128 + 32 * h, qh);
+        const int e = b * 256 + 32 * c;
+        const uint4 x0 = Ops::lds16(xq + e), x1 = Ops::lds16(xq + e + 16);
+        const uint32_t xa[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        int dot[2] = {0, 0};
+PAGODA_I8_UNROLL
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t nib = (r < 2 ? ql[i] : ql[i] >> 4) & 0x0f0f0f0fu;
+          const uint32_t q = nib | ((qh[i] >> (2 * r)) & 0x03030303u) << 4;
+          dot[i / 4] = Ops::dp4a(q, xa[i], dot[i / 4]);
+        }
+        const uint32_t scw = Ops::lds_u16(blk + 192 + 2 * c);  // int8 scales of groups 2c, 2c + 1
+        const int sc0 = int(int8_t(uint8_t(scw & 0xff))), sc1 = int(int8_t(uint8_t(scw >> 8)));
+        const int g = b * 16 + 2 * c;
+        isum = sc0 * (dot[0] - 32 * s16[g]) + sc1 * (dot[1] - 32 * s16[g + 1]);
+      }
+      isum += Ops::shfl_xor_i(isum, 1);
+      isum += Ops::shfl_xor_i(isum, 2);
+      isum += Ops::shfl_xor_i(isum, 4);
+      if (c == 0 && b < nb) {
+        const float d = Ops::lds_f16(stage + bl * 210 + 208);
+        acc = add_rn(acc, mul_rn(mul_rn(d, dx[b]), float(isum)));
+      }
+    }
+  }
+  return acc;
+}
+
 // The CTA body: quantize x, then warp w of CTA `cta` (of `ctas`) takes rows w + kWarps (cta + ctas i).
 // Rows past n are never read: a prefetch, too, stays inside W.
 template <QuantType Q, typename T, class Ops>
@@ -399,6 +492,7 @@ PAGODA_I8_HD void gemv_i8_cta(const T* x, const uint8_t* w, const T* bias, T* y,
     const uint8_t* row = w + size_t(r) * row_bytes;
     float acc;
     if constexpr (Q == QuantType::kQ8_0) acc = row_q8_0<T, Ops>(row, nb, smem, stage, k, lane);
+    else if constexpr (Q == QuantType::kQ6_K) acc = row_q6_k<T, Ops>(row, nb, smem, stage, k, lane);
     else acc = row_k_quant<Q, T, Ops>(row, nb, smem, k, lane);
 PAGODA_I8_UNROLL
     for (int m = 16; m >= 1; m >>= 1) acc = add_rn(acc, Ops::shfl_xor(acc, m));  // commutative: every lane agrees
@@ -430,6 +524,7 @@ struct DeviceOps {
   }
   static __device__ __forceinline__ uint4 lds16(const void* p) { return *static_cast<const uint4*>(p); }
   static __device__ __forceinline__ uint32_t lds4(const uint32_t* p) { return *p; }
+  static __device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
   static __device__ __forceinline__ float lds_f16(const uint8_t* p) {
     return __half2float(*reinterpret_cast<const __half*>(p));
   }
