@@ -1,7 +1,7 @@
 // The int8-activation GEMV's CTA body (ops/cuda/quant_gemv_i8.cuh) run on the host, a thread per lane with
 // the warp collectives of ../cuda_emulation.h, against the CPU's quantized matmul (ops/quant, the same
 // activation codes and per-block terms): the prologue's quantization, the Q4_K/Q5_K lane mapping and its
-// reduce-scatter, the Q6_K and Q8_0 staging of 2-byte-aligned blocks, the grid-stride over rows, bias, non-finite
+// reduce-scatter, the staging of the 2-byte-aligned blocks of Q6_K and the 32-weight formats, the grid-stride over rows, bias, non-finite
 // inputs. The GPU test (quant_test.cc) runs the compiled kernel.
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 
 #include "../cuda_emulation.h"
 #include "gpu_test_util.h"
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/cuda/quant_gemv_i8.cuh"
 #include "pagoda/ops/gemm.h"
 #include "pagoda/ops/quant/quant_blocks.h"
@@ -109,14 +110,14 @@ const Shape kQ4KShapes[] = {{16, 256, 2, false}, {37, 768, 3, true}, {20, 4352, 
                             {9, 4096, 2, true},  {5, 14336, 1, false}};
 // Q6_K (k % 2048 == 0): one round of 8 blocks, two, 56 (k = 14336).
 const Shape kQ6KShapes[] = {{16, 2048, 2, true}, {37, 4096, 3, false}, {5, 14336, 1, true}};
-// Q8_0: 8 blocks (a partial step), 72 (a partial second group), 128, 448.
+// The 32-weight formats: 8 blocks (a partial step), 72 (a partial second group), 128, 448.
 const Shape kQ80Shapes[] = {{16, 256, 2, true}, {37, 2304, 3, false}, {20, 4096, 1, true}, {5, 14336, 1, false}};
 
 template <typename T>
 void check(QuantType q, DType dt, bool non_finite) {
   SCOPED_TRACE(std::string(quant_traits(q).name) + " " + std::string(dtype_name(dt)) + " " + test::seed_note());
   test::Rng rng(uint64_t(q) * 13 + uint64_t(dt) + (non_finite ? 5 : 0));
-  const bool kq = q != QuantType::kQ8_0;
+  const bool kq = quant_traits(q).block_elems == 256;
   const std::vector<Shape> shapes = q == QuantType::kQ6_K ? std::vector<Shape>(std::begin(kQ6KShapes), std::end(kQ6KShapes))
                                     : kq ? std::vector<Shape>(std::begin(kQ4KShapes), std::end(kQ4KShapes))
                                          : std::vector<Shape>(std::begin(kQ80Shapes), std::end(kQ80Shapes));
@@ -143,10 +144,7 @@ void check(QuantType q, DType dt, bool non_finite) {
     const T* xp = reinterpret_cast<const T*>(x.bytes.data());
     const T* bp = s.bias ? reinterpret_cast<const T*>(b.bytes.data()) : nullptr;
     T* yp = reinterpret_cast<T*>(y.bytes.data());
-    if (q == QuantType::kQ4_K) emulate<QuantType::kQ4_K, T>(xp, w, bp, yp, s.n, s.k, s.ctas);
-    else if (q == QuantType::kQ5_K) emulate<QuantType::kQ5_K, T>(xp, w, bp, yp, s.n, s.k, s.ctas);
-    else if (q == QuantType::kQ6_K) emulate<QuantType::kQ6_K, T>(xp, w, bp, yp, s.n, s.k, s.ctas);
-    else emulate<QuantType::kQ8_0, T>(xp, w, bp, yp, s.n, s.k, s.ctas);
+    visit_quant_type(q, [&](auto qc) { emulate<decltype(qc)::value, T>(xp, w, bp, yp, s.n, s.k, s.ctas); });
     EXPECT_EQ(g_overreads.load(), 0) << "global loads outside W and x";
     for (int c = s.n; c < s.n + 8; ++c) EXPECT_TRUE(std::isnan(y.get(size_t(c)))) << "written past n";
 
@@ -179,8 +177,7 @@ TEST_P(QuantGemvI8Emulation, Bf16MatchesCpuMatmul) { check<__nv_bfloat16>(GetPar
 TEST_P(QuantGemvI8Emulation, Fp16MatchesCpuMatmul) { check<__half>(GetParam(), DType::kF16, false); }
 TEST_P(QuantGemvI8Emulation, NonFiniteXGivesNaNAsOnTheCpu) { check<__nv_bfloat16>(GetParam(), DType::kBF16, true); }
 
-INSTANTIATE_TEST_SUITE_P(Formats, QuantGemvI8Emulation,
-                         ::testing::Values(QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K, QuantType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(AllFormats, QuantGemvI8Emulation, ::testing::ValuesIn(test::kAllQuantTypes),
                          [](const auto& info) { return std::string(quant_traits(info.param).name); });
 
 }  // namespace

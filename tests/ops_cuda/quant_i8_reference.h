@@ -8,7 +8,7 @@
 // adds the bias with one more rounding: |kernel - cpu| <= 2 gamma_{nb+5} S + 2u (S + |bias|), u = 2^-24,
 // S >= sum_b |t_b|. A term is sum_{i in b} x^_i w^_i (x^ = dx q_x, the dequantized activation; w^ the
 // weight as the formats define it), so |t_b| <= sum_i |x^_i| m_i with m_i = |d sc q_i| + |dmin mn| (Q4_K, Q5_K)
-// or |d sc q_i| (Q6_K; q signed) or |d q_i| (Q8_0), and |x^_i| <= |x_i| + dx / 2 (round to nearest), times 1 + 2^-20 for the terms' own
+// or |d sc q_i| (Q6_K; q signed) or |d q_i| + |m| (the 32-weight formats; m = 0 without a min), and |x^_i| <= |x_i| + dx / 2 (round to nearest), times 1 + 2^-20 for the terms' own
 // float roundings.
 #pragma once
 
@@ -74,7 +74,7 @@ inline I8Reference i8_reference(QuantType q, const uint8_t* w, size_t row_bytes,
       } else {
         quant::Block32 d;
         quant::decode_block32(q, blk, &d);
-        for (int i = 0; i < 32; ++i) s += xa[size_t(b * 32 + i)] * std::fabs(double(d.d) * d.q[i]);
+        for (int i = 0; i < 32; ++i) s += xa[size_t(b * 32 + i)] * (std::fabs(double(d.d) * d.q[i]) + std::fabs(double(d.m)));
       }
     }
     s *= 1 + std::ldexp(1.0, -20);

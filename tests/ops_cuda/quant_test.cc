@@ -334,8 +334,7 @@ TEST_P(QuantGemvInt8Cuda, F16MatchesCpuMatmul) {
   PAGODA_REQUIRE_CUDA_DEVICE();
   check_int8_gemv(GetParam(), DType::kF16);
 }
-INSTANTIATE_TEST_SUITE_P(Formats, QuantGemvInt8Cuda,
-                         ::testing::Values(QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K, QuantType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(AllFormats, QuantGemvInt8Cuda, ::testing::ValuesIn(test::kAllQuantTypes),
                          [](const auto& info) { return tname(info.param); });
 
 // Captured in a CUDA graph after a first eager call (which sets the kernel's shared-memory limit): replays

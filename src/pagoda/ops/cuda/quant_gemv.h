@@ -8,8 +8,8 @@
 //   32 weights. The weights stream through shared memory in 16-byte copies (cp.async), so any row alignment
 //   the formats allow (2-byte for Q4_0, Q5_0, Q8_0, Q6_K) reads coalesced. The result of an output depends
 //   only on its row of x, W and k: never on m or on the other rows (batch invariant).
-// - The int8 kernel (m = 1 without batch_invariant; Q4_K, Q5_K and Q8_0 with k a multiple of 256, Q6_K with
-//   k a multiple of 2048, k up to 32768, x 16-byte aligned): x is quantized to int8 per block and multiplied with the stored codes in integers,
+// - The int8 kernel (m = 1 without batch_invariant; every format, k a multiple of 256 (2048 for Q6_K) up to
+//   32768, x 16-byte aligned): x is quantized to int8 per block and multiplied with the stored codes in integers,
 //   as the CPU does (ops/quant/quant_matmul.h: the same codes, scales and per-block terms; only the order of
 //   the float additions across blocks differs), for fewer instructions per weight byte in decode.
 //

@@ -1,8 +1,9 @@
-// The one-token int8-activation GEMV of quant_gemv.h (quant_gemv_i8.cuh): the kernels of Q4_K, Q5_K, Q6_K and Q8_0 and
+// The one-token int8-activation GEMV of quant_gemv.h (quant_gemv_i8.cuh): the kernels of every format and
 // their launch.
 #include <algorithm>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/quant_visit.h"
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/quant_gemv_i8.cuh"
 #include "pagoda/ops/cuda/quant_gemv_launch.h"
@@ -80,21 +81,16 @@ void launch(const QuantGemvParams& p, cudaStream_t stream) {
 namespace pagoda {
 
 bool quant_gemv_i8_applies(const QuantGemvParams& p) {
-  // Q6_K rows are 16-byte aligned, and its 8-block rounds whole, where k % 2048 == 0.
-  const bool format = p.type == QuantType::kQ4_K || p.type == QuantType::kQ5_K || p.type == QuantType::kQ8_0 ||
-                      (p.type == QuantType::kQ6_K && p.k % 2048 == 0);
+  // Q6_K rows are 16-byte aligned, and its 8-block rounds whole, where k % 2048 == 0; the others' where
+  // k % 256 == 0.
+  const bool format = p.type != QuantType::kNone && (p.type != QuantType::kQ6_K || p.k % 2048 == 0);
   return format && p.m == 1 && !p.batch_invariant && p.ctas == 0 && p.stages == 0 && p.k % 256 == 0 &&
          p.k <= quant_gemv_i8_detail::kMaxK && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
 namespace quant_gemv_detail {
 void launch_quant_gemv_i8(const QuantGemvParams& p, cudaStream_t stream) {
-  switch (p.type) {
-    case QuantType::kQ4_K: return quant_gemv_i8_detail::launch<QuantType::kQ4_K>(p, stream);
-    case QuantType::kQ5_K: return quant_gemv_i8_detail::launch<QuantType::kQ5_K>(p, stream);
-    case QuantType::kQ6_K: return quant_gemv_i8_detail::launch<QuantType::kQ6_K>(p, stream);
-    default: return quant_gemv_i8_detail::launch<QuantType::kQ8_0>(p, stream);
-  }
+  visit_quant_type(p.type, [&](auto q) { quant_gemv_i8_detail::launch<decltype(q)::value>(p, stream); });
 }
 }  // namespace quant_gemv_detail
 

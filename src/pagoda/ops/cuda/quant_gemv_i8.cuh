@@ -21,10 +21,12 @@
 //   steps at once.
 //   Q6_K (210-byte blocks): the warp stages 8 blocks at a time, then lane (group, c) multiplies 32 codes of
 //   block 4 step + group (low or high nibbles with two high bits each), the 8 lanes add their sums.
-//   Q8_0 (34-byte blocks, 2-byte aligned): the warp copies 32 consecutive blocks (1088 bytes) into its own
-//   shared staging in coalesced 16-byte loads, then lane l multiplies block l.
+//   The 32-weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: blocks of 18-34 bytes, 2-byte aligned): the warp
+//   copies 32 consecutive blocks into its own shared staging in coalesced 16-byte loads, then lane l
+//   multiplies block l (codes as stored; Q4_0's and Q5_0's offsets come off with x's code sums).
 // - Each block's float term is the CPU's, operation for operation (no contraction into FMA):
-//   Q8_0, Q6_K  (d_w * dx) * float(isum)     Q4_K, Q5_K  (d * dx) * float(isum) - (dmin * dx) * float(msum)
+//   Q4_0 Q5_0 Q8_0 Q6_K  (d_w * dx) * float(isum)      Q4_1 Q5_1  (d_w * dx) * float(isum) + m_w * (dx * float(sum))
+//   Q4_K Q5_K            (d * dx) * float(isum) - (dmin * dx) * float(msum)
 //   A lane adds its terms in block order, the warp's lanes in a fixed butterfly: the result differs from the
 //   CPU's only by the order of the float additions (the CPU adds the terms in block order), and an output
 //   depends on its row of W and on x alone (never on the launch).
@@ -86,15 +88,26 @@ struct Fmt<QuantType::kQ6_K> {
   static constexpr int kRoundBytes = kRoundBlocks * 210;
   static constexpr int kStageBytes = kRoundBytes + 16;  // + slack for the word reads of the last block
 };
-template <>
-struct Fmt<QuantType::kQ8_0> {
-  static constexpr int kBlockBytes = 34, kBlockElems = 32;
+// The 32-weight formats: blocks of 18 (Q4_0), 20 (Q4_1), 22 (Q5_0), 24 (Q5_1) or 34 (Q8_0) bytes.
+template <int B>
+struct Fmt32 {
+  static constexpr int kBlockBytes = B, kBlockElems = 32;
   static constexpr int kActBlock = 32;
   static constexpr int kSteps = 2;  // 32 blocks a step: 64 per group of loads
-  // One step's 32 blocks (1088 bytes) and 16 bytes of slack for the last lane's word reads.
-  static constexpr int kStepBytes = 32 * 34 + 16;
+  // One step's 32 blocks and 16 bytes of slack for the last lane's word reads.
+  static constexpr int kStepBytes = 32 * B + 16;
   static constexpr int kStageBytes = kSteps * kStepBytes;
 };
+template <>
+struct Fmt<QuantType::kQ4_0> : Fmt32<18> {};
+template <>
+struct Fmt<QuantType::kQ4_1> : Fmt32<20> {};
+template <>
+struct Fmt<QuantType::kQ5_0> : Fmt32<22> {};
+template <>
+struct Fmt<QuantType::kQ5_1> : Fmt32<24> {};
+template <>
+struct Fmt<QuantType::kQ8_0> : Fmt32<34> {};
 
 // Shared memory: [xq: k int8][dx: k / kActBlock floats][s32: k / 32 int32][s16: k / 16 int32, Q6_K]
 // [staging: kWarps x kStageBytes].
@@ -342,61 +355,6 @@ PAGODA_I8_UNROLL
   return acc;
 }
 
-// ---- Q8_0 ----
-template <typename T, class Ops>
-PAGODA_I8_HD float row_q8_0(const uint8_t* row, int nb, const uint8_t* smem, uint8_t* stage, int k, int lane) {
-  using F = Fmt<QuantType::kQ8_0>;
-  constexpr int kSteps = F::kSteps, kChunkLoads = (32 * 34 / 16 + 31) / 32;  // 68 chunks: 3 loads a lane
-  const int8_t* xq = reinterpret_cast<const int8_t*>(smem);
-  const float* dx = reinterpret_cast<const float*>(smem + Smem<QuantType::kQ8_0>::dx_offset(k));
-  float acc = 0.f;
-  for (int b0 = 0; b0 < nb; b0 += 32 * kSteps) {
-    // The steps' blocks are consecutive bytes of the row: 16-byte loads (a step's span is a whole number of
-    // chunks: nb is a multiple of 8, so 8 j blocks are 17 j chunks), all in flight, then into the staging.
-    uint4 ch[kSteps][kChunkLoads];
-PAGODA_I8_UNROLL
-    for (int u = 0; u < kSteps; ++u) {
-      const int blocks = nb - (b0 + 32 * u), chunks = blocks >= 32 ? 68 : (blocks > 0 ? blocks * 34 / 16 : 0);
-PAGODA_I8_UNROLL
-      for (int j = 0; j < kChunkLoads; ++j) {
-        const int i = lane + 32 * j;
-        ch[u][j] = i < chunks ? Ops::ldg16(row + size_t(b0 + 32 * u) * 34 + 16 * i) : make_uint4(0, 0, 0, 0);
-      }
-    }
-    Ops::sync_warp();  // every lane is done reading the last group's staging
-PAGODA_I8_UNROLL
-    for (int u = 0; u < kSteps; ++u)
-PAGODA_I8_UNROLL
-      for (int j = 0; j < kChunkLoads; ++j) {
-        const int i = lane + 32 * j;
-        if (i < 68) Ops::sts16(stage + u * F::kStepBytes + 16 * i, ch[u][j]);
-      }
-    Ops::sync_warp();
-PAGODA_I8_UNROLL
-    for (int u = 0; u < kSteps; ++u) {
-      const int b = b0 + 32 * u + lane;
-      if (b >= nb) continue;
-      const uint8_t* blk = stage + u * F::kStepBytes + 34 * lane;
-      const float d = Ops::lds_f16(blk);
-      // The 32 codes start 2 bytes in: 9 aligned words, shifted by 0 or 16 bits.
-      const uint8_t* q = blk + 2;
-      const uint32_t* aw = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(q) & ~uintptr_t(3));
-      const uint32_t sh = uint32_t(reinterpret_cast<uintptr_t>(q) & 3) * 8;
-      uint32_t wv[9];
-PAGODA_I8_UNROLL
-      for (int i = 0; i < 9; ++i) wv[i] = Ops::lds4(aw + i);
-      const uint4 x0 = Ops::lds16(xq + size_t(b) * 32), x1 = Ops::lds16(xq + size_t(b) * 32 + 16);
-      const uint32_t xa[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      int isum = 0;
-PAGODA_I8_UNROLL
-      for (int i = 0; i < 8; ++i) isum = Ops::dp4a(funnel_right(wv[i], wv[i + 1], sh), xa[i], isum);
-      acc = add_rn(acc, mul_rn(mul_rn(d, dx[b]), float(isum)));
-    }
-  }
-  return acc;
-}
-
-// ---- Q6_K ----
 // The NB bytes at p (shared memory, 2-byte aligned) as NB / 4 words: aligned word reads, shifted by 0 or 16.
 template <int NW, class Ops>
 PAGODA_I8_HD void words_at(const uint8_t* p, uint32_t (&out)[NW]) {
@@ -409,6 +367,99 @@ PAGODA_I8_UNROLL
   for (int i = 0; i < NW; ++i) out[i] = funnel_right(w[i], w[i + 1], sh);
 }
 
+// ---- the 32-weight formats ----
+// Block layouts (quant_blocks.h): Q4_0 [d][qs 16], Q4_1 [d][m][qs 16], Q5_0 [d][qh 4][qs 16],
+// Q5_1 [d][m][qh 4][qs 16], Q8_0 [d][qs 32]; 4-bit codes: element t < 16 the low nibble of qs[t], t >= 16
+// the high nibble of qs[t - 16]; Q5 adds bit t of qh (little-endian) as bit 4.
+template <QuantType Q>
+struct Block32Fmt {
+  static constexpr int kBytes = Fmt<Q>::kBlockBytes;
+  static constexpr bool kMin = Q == QuantType::kQ4_1 || Q == QuantType::kQ5_1;
+  static constexpr bool kQ5 = Q == QuantType::kQ5_0 || Q == QuantType::kQ5_1;
+  static constexpr int kQh = kMin ? 4 : 2;                  // the qh offset (Q5)
+  static constexpr int kQs = 2 + (kMin ? 2 : 0) + (kQ5 ? 4 : 0);
+  static constexpr int kOffset = kMin ? 0 : (kQ5 ? 16 : 8);  // w = d (q - offset) (+ m)
+};
+
+// Four bits of x (bit j) as bit 4 of byte j.
+PAGODA_I8_HD uint32_t spread4(uint32_t x) { return ((x & 0xfu) * 0x00204081u & 0x01010101u) << 4; }
+
+// A warp's step is 32 consecutive blocks (32 x block bytes: a whole number of 16-byte chunks, and every
+// step starts 16-byte aligned, since nb is a multiple of 8), copied into the warp's staging in coalesced
+// 16-byte loads, then lane l multiplies block l of the step.
+template <QuantType Q, typename T, class Ops>
+PAGODA_I8_HD float row_block32(const uint8_t* row, int nb, const uint8_t* smem, uint8_t* stage, int k, int lane) {
+  using F = Fmt<Q>;
+  using BF = Block32Fmt<Q>;
+  constexpr int kB = BF::kBytes, kSteps = F::kSteps, kChunks = 2 * kB, kChunkLoads = (kChunks + 31) / 32;
+  const int8_t* xq = reinterpret_cast<const int8_t*>(smem);
+  const float* dx = reinterpret_cast<const float*>(smem + Smem<Q>::dx_offset(k));
+  const int32_t* s32 = reinterpret_cast<const int32_t*>(smem + Smem<Q>::s32_offset(k));
+  float acc = 0.f;
+  for (int b0 = 0; b0 < nb; b0 += 32 * kSteps) {
+    uint4 ch[kSteps][kChunkLoads];
+PAGODA_I8_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      const int blocks = nb - (b0 + 32 * u), chunks = blocks >= 32 ? kChunks : (blocks > 0 ? blocks * kB / 16 : 0);
+PAGODA_I8_UNROLL
+      for (int j = 0; j < kChunkLoads; ++j) {
+        const int i = lane + 32 * j;
+        ch[u][j] = i < chunks ? Ops::ldg16(row + size_t(b0 + 32 * u) * kB + 16 * i) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    Ops::sync_warp();  // every lane is done reading the last group's staging
+PAGODA_I8_UNROLL
+    for (int u = 0; u < kSteps; ++u)
+PAGODA_I8_UNROLL
+      for (int j = 0; j < kChunkLoads; ++j) {
+        const int i = lane + 32 * j;
+        if (i < kChunks) Ops::sts16(stage + u * F::kStepBytes + 16 * i, ch[u][j]);
+      }
+    Ops::sync_warp();
+PAGODA_I8_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      const int b = b0 + 32 * u + lane;
+      if (b >= nb) continue;
+      const uint8_t* blk = stage + u * F::kStepBytes + kB * lane;
+      const float d = Ops::lds_f16(blk);
+      const uint4 x0 = Ops::lds16(xq + size_t(b) * 32), x1 = Ops::lds16(xq + size_t(b) * 32 + 16);
+      const uint32_t xa[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      int isum = 0;
+      if constexpr (Q == QuantType::kQ8_0) {
+        uint32_t qw[8];
+        words_at<8, Ops>(blk + BF::kQs, qw);
+PAGODA_I8_UNROLL
+        for (int i = 0; i < 8; ++i) isum = Ops::dp4a(qw[i], xa[i], isum);
+      } else {
+        uint32_t qw[4];
+        words_at<4, Ops>(blk + BF::kQs, qw);
+        uint32_t qh = 0;
+        if constexpr (BF::kQ5) qh = Ops::lds_u16(blk + BF::kQh) | Ops::lds_u16(blk + BF::kQh + 2) << 16;
+PAGODA_I8_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          uint32_t lo = qw[i] & 0x0f0f0f0fu, hi = (qw[i] >> 4) & 0x0f0f0f0fu;
+          if constexpr (BF::kQ5) {
+            lo |= spread4(qh >> (4 * i));
+            hi |= spread4(qh >> (16 + 4 * i));
+          }
+          isum = Ops::dp4a(lo, xa[i], isum);
+          isum = Ops::dp4a(hi, xa[4 + i], isum);
+        }
+        isum -= BF::kOffset * s32[b];  // the codes as stored, the offset taken off with x's code sum
+      }
+      const float x_d = dx[b];
+      if constexpr (BF::kMin) {
+        const float m = Ops::lds_f16(blk + 2), sx = mul_rn(x_d, float(s32[b]));
+        acc = add_rn(acc, add_rn(mul_rn(mul_rn(d, x_d), float(isum)), mul_rn(m, sx)));
+      } else {
+        acc = add_rn(acc, mul_rn(mul_rn(d, x_d), float(isum)));
+      }
+    }
+  }
+  return acc;
+}
+
+// ---- Q6_K ----
 // Lane (group, c) takes elements 32 c .. 32 c + 31 of block 4 step + group: half h = c / 4, quarter r = c % 4,
 // low or high nibbles of ql[64 h + 32 (r & 1) ..] and bits 2r, 2r + 1 of qh[32 h ..]; scale groups 2c, 2c + 1.
 // The codes q (0..63) go into dp4a as stored; the offset 32 comes off with the activations' 16-sums.
@@ -491,7 +542,7 @@ PAGODA_I8_HD void gemv_i8_cta(const T* x, const uint8_t* w, const T* bias, T* y,
   for (int r = cta * kWarps + warp; r < n; r += ctas * kWarps) {
     const uint8_t* row = w + size_t(r) * row_bytes;
     float acc;
-    if constexpr (Q == QuantType::kQ8_0) acc = row_q8_0<T, Ops>(row, nb, smem, stage, k, lane);
+    if constexpr (Fmt<Q>::kBlockElems == 32) acc = row_block32<Q, T, Ops>(row, nb, smem, stage, k, lane);
     else if constexpr (Q == QuantType::kQ6_K) acc = row_q6_k<T, Ops>(row, nb, smem, stage, k, lane);
     else acc = row_k_quant<Q, T, Ops>(row, nb, smem, k, lane);
 PAGODA_I8_UNROLL
