@@ -44,9 +44,6 @@ struct QuantGemvParams {
   // Benchmark knobs of the 16-bit kernel (setting one selects it); the result does not depend on them.
   int ctas = 0;    // CTAs to launch, each looping over 16-row tiles (0: one per tile)
   int stages = 0;  // ring depth 2..4 of the bf16 m = 1 kernel of Q4_K and Q8_0 (0: the default)
-  // The int8 kernel's launch may overlap the end of the stream's previous kernel (SM 9.0 programmatic
-  // dependent launch: weights prefetched before it waits for x); false: an ordinary launch (benchmark knob).
-  bool overlap_launch = true;
 };
 
 // Whether p runs the int8 kernel.

@@ -60,7 +60,7 @@ void launch_typed(const QuantGemvParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr = {};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
-  if (d.major >= 9 && p.overlap_launch) {
+  if (d.major >= 9) {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }

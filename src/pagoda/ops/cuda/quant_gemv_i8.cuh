@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "pagoda/core/quant_type.h"
+#include "pagoda/ops/cuda/quant_gemv_bits.cuh"
 
 #define PAGODA_I8_HD __host__ __device__ __forceinline__
 #ifdef __CUDA_ARCH__
@@ -55,6 +56,10 @@
 #endif
 
 namespace pagoda::quant_gemv_i8_detail {
+
+using quant_gemv_detail::from_float;
+using quant_gemv_detail::funnel_right;
+using quant_gemv_detail::to_float;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
@@ -163,12 +168,7 @@ PAGODA_I8_HD float f16_at(uint32_t word, int half) {
   return __half2float(__half(r));
 }
 template <typename T>
-PAGODA_I8_HD float to_float(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return __half2float(v);
-}
-template <typename T>
-PAGODA_I8_HD float bits_to_float(uint16_t bits) {
+PAGODA_I8_HD float half_bits_to_float(uint16_t bits) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     __nv_bfloat16_raw r;
     r.x = bits;
@@ -178,18 +178,6 @@ PAGODA_I8_HD float bits_to_float(uint16_t bits) {
     r.x = bits;
     return __half2float(__half(r));
   }
-}
-template <typename T>
-PAGODA_I8_HD T from_float(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return __float2half_rn(v);
-}
-PAGODA_I8_HD uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t sh) {  // sh 0 or 16
-#ifdef __CUDA_ARCH__
-  return __funnelshift_r(lo, hi, sh);
-#else
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> sh);
-#endif
 }
 
 // ---- the prologue: x (one row of k) quantized into shared memory as the CPU quantizes it ----
@@ -212,7 +200,7 @@ PAGODA_I8_HD void quantize_x(const T* x, int k, uint8_t* smem, int tid) {
       const uint32_t wd[4] = {raw.x, raw.y, raw.z, raw.w};
 PAGODA_I8_UNROLL
       for (int i = 0; i < 8; ++i) {
-        v[i] = bits_to_float<T>(uint16_t(i & 1 ? wd[i / 2] >> 16 : wd[i / 2] & 0xffff));
+        v[i] = half_bits_to_float<T>(uint16_t(i & 1 ? wd[i / 2] >> 16 : wd[i / 2] & 0xffff));
       }
     } else {
 PAGODA_I8_UNROLL

@@ -34,13 +34,13 @@
 
 #include "pagoda/core/quant_type.h"
 #include "pagoda/ops/cuda/quant_gemv.h"
+#include "pagoda/ops/cuda/quant_gemv_bits.cuh"
 #ifdef __CUDACC__
 #include "pagoda/core/error.h"
 #include "pagoda/ops/cuda/cuda_common.cuh"
 #include "pagoda/ops/cuda/quant_gemv_launch.h"
 #endif
 
-#define PAGODA_HD __host__ __device__ __forceinline__
 // The host pass (the emulation test) ignores unroll hints without a warning.
 #ifdef __CUDA_ARCH__
 #define PAGODA_UNROLL _Pragma("unroll")
@@ -119,29 +119,7 @@ struct Cfg {
   static constexpr int kCtasPerSm = kLight ? (kFit < 4 ? kFit : 4) : (NT <= 1 ? 2 : 1);
 };
 
-// ---- bit tools that run on the host too ----
-PAGODA_HD int imin(int a, int b) { return a < b ? a : b; }
-
-PAGODA_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
-#ifdef __CUDA_ARCH__
-  return __byte_perm(a, b, s);
-#else
-  const uint64_t v = uint64_t(b) << 32 | a;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
-  return r;
-#endif
-}
-
-// (hi:lo) >> sh, low 32 bits; sh in 0..31.
-PAGODA_HD uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t sh) {
-#ifdef __CUDA_ARCH__
-  return __funnelshift_r(lo, hi, sh);
-#else
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> sh);
-#endif
-}
-
+// ---- bit tools that run on the host too (and quant_gemv_bits.cuh's) ----
 PAGODA_HD float bits_to_float(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);
@@ -150,17 +128,6 @@ PAGODA_HD float bits_to_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 #endif
-}
-
-template <typename T>
-PAGODA_HD float to_float(T v) {
-  if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(v);
-  else return __half2float(v);
-}
-template <typename T>
-PAGODA_HD T from_float(float v) {
-  if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(v);
-  else return __float2half_rn(v);
 }
 
 // ---- 16-bit float codes ----
