@@ -26,6 +26,23 @@ using fi_test::Inputs;
 using fi_test::Layer;
 using fi_test::StepSpec;
 
+// The merge kernel's CTAs one after another on one emulated CTA (one thread per lane), shared memory poisoned
+// before each.
+template <typename T>
+void emulate_merge(const FiCudaParams& p) {
+  const int heads = fi_merge_heads(p.head_size);
+  float smem[kMergeSmemFloats];
+  emu::run_cta(kMergeThreads, [&](int tid) {
+    for (int i = 0; i < p.plan.num_merged; ++i)
+      for (int hb = 0; hb * heads < p.num_q_heads; ++hb) {
+        if (tid == 0) std::fill(smem, smem + kMergeSmemFloats, std::nanf(""));
+        emu::Ops::sync_cta();
+        fi_merge_cta<emu::Ops, T>(p, i, hb, tid, smem);
+        emu::Ops::sync_cta();
+      }
+  });
+}
+
 template <typename T, KvKind kKv>
 void emulate(const FiCudaParams& p) {
   const int g = p.num_q_heads / p.num_kv_heads;
@@ -49,8 +66,7 @@ void emulate(const FiCudaParams& p) {
         for (int lane = 0; lane < 32; ++lane) row_end<T>(p, task, st[lane], lane);
       }
   }
-  for (int i = 0; i < p.plan.num_merged; ++i)
-    for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
+  emulate_merge<T>(p);
 }
 
 // The tensor-core body's host Ops: the warp collectives of cuda_emulation.h, cp.async as a copy.
@@ -58,28 +74,33 @@ struct HostOps : emu::Ops {
   static void copy16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
 };
 
-template <typename T, KvKind kKv, int HD, bool kQ8>
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 void emulate_mma(const FiCudaParams& p) {
-  constexpr int kBytes = MmaFmt<T, kKv, HD, kQ8>::kSmem;
+  constexpr int kBytes = MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem;
   std::unique_ptr<uint8_t[]> owner(new uint8_t[kBytes + 16]);
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(owner.get()) + 15) & ~uintptr_t(15));
   for (int i = 0; i < p.plan.num_tasks; ++i)
     for (int kvh = 0; kvh < p.num_kv_heads; ++kvh) {
       std::memset(smem, 0xff, kBytes);  // stale 0xff: NaN in 16-bit types and e4m3
-      emu::run_cta(kMmaThreads, [&](int tid) { fi_mma_cta<HostOps, T, kKv, HD, kQ8>(p, i, kvh, tid, smem); });
+      emu::run_cta(kMmaThreads, [&](int tid) { fi_mma_cta<HostOps, T, kKv, HD, kQ8, kDecode>(p, i, kvh, tid, smem); });
     }
-  for (int i = 0; i < p.plan.num_merged; ++i)
-    for (int x = 0; x < p.num_q_heads * p.head_size; ++x) merge_elem<T>(p, i, x);
+  emulate_merge<T>(p);
 }
 
-template <typename T, KvKind kKv, bool kQ8>
-void emulate_mma_hd(const FiCudaParams& p) {
+// The general or, for a decode plan, the decode kernel, as fi_cuda_run picks them.
+template <typename T, KvKind kKv, bool kQ8, bool kDecode>
+void emulate_mma_kind(const FiCudaParams& p) {
   switch (p.head_size) {
-    case 64: return emulate_mma<T, kKv, 64, kQ8>(p);
-    case 128: return emulate_mma<T, kKv, 128, kQ8>(p);
-    case 256: return emulate_mma<T, kKv, 256, kQ8>(p);
+    case 64: return emulate_mma<T, kKv, 64, kQ8, kDecode>(p);
+    case 128: return emulate_mma<T, kKv, 128, kQ8, kDecode>(p);
+    case 256: return emulate_mma<T, kKv, 256, kQ8, kDecode>(p);
     default: FAIL() << "head size " << p.head_size;
   }
+}
+template <typename T, KvKind kKv, bool kQ8>
+void emulate_mma_hd(const FiCudaParams& p) {
+  if (p.plan.decode) emulate_mma_kind<T, kKv, kQ8, true>(p);
+  else emulate_mma_kind<T, kKv, kQ8, false>(p);
 }
 
 // What fi_cuda_run launches for the case, with FP8 queries wherever the case asks (the device's SM 8.9+).
@@ -98,9 +119,13 @@ void emulate_case(const Case& c, const FiCudaParams& p) {
   }
 }
 
-void check(const Case& c, uint64_t seed) {
+// want_decode: 1 / 0 checks that the plan is / is not one the decode kernel serves.
+void check(const Case& c, uint64_t seed, int want_decode = -1) {
   SCOPED_TRACE(c.str());
   const Inputs in = fi_test::make_inputs(c, seed, c.quantize_q && c.kv_dtype == DType::kF8E4M3);
+  if (want_decode >= 0) {
+    ASSERT_EQ(fi_decode_plan(in.plan), want_decode == 1) << "the plan's kind";
+  }
   std::vector<float> slab_o(size_t(in.plan.max_slabs()) * c.layer.num_q_heads * c.layer.head_size, std::nanf("")),
       slab_lse(size_t(in.plan.max_slabs()) * c.layer.num_q_heads, std::nanf(""));
   std::vector<uint16_t> out(in.qn, 0xffff);  // poisoned: NaN in bf16 and fp16
@@ -116,12 +141,13 @@ void check(const Case& c, uint64_t seed) {
   p.plan.slab_lse = slab_lse.data();
   p.plan.num_tasks = in.plan.num_tasks();
   p.plan.num_merged = in.plan.num_merged();
+  p.plan.decode = fi_decode_plan(in.plan);
   if (c.dtype == DType::kBF16) emulate_case<__nv_bfloat16>(c, p);
   else emulate_case<__half>(c, p);
   const double err = fi_test::max_error(c, in, out), tol = fi_test::tolerance(c);
   EXPECT_LE(err, tol);
   std::printf("[ flashinfer emulation ] %s%s: max err %.3g (tolerance %.3g)\n", c.str().c_str(),
-              c.mma() ? ", tensor cores" : ", SIMT", err, tol);
+              c.mma() ? (p.plan.decode ? ", tensor cores (decode kernel)" : ", tensor cores") : ", SIMT", err, tol);
 }
 
 // Decodes and prefill chunks of every length class; contexts short enough for one thread per lane.
@@ -182,6 +208,26 @@ TEST(FlashInferEmulation, TensorCoresWindowNonCausalCascadeAndCapturedGrid) {
     d.graph_splits = splits;
     check(d, seed++);
   }
+}
+
+// The decode kernel (every task one m-tile: GQA 1-16, one token a sequence): its three-stage ring over contexts
+// of 1 key to many stages, split and unsplit, every head size, page size and cache dtype; and a mixed step's
+// plan, which goes to the general kernel.
+TEST(FlashInferEmulation, TensorCoresDecodeKernel) {
+  uint64_t seed = 90;
+  const StepSpec decode{{1, 1, 1, 1, 1}, {1, 17, 64, 190, 1100}, {}, {}};
+  for (auto [hd, bs, gqa] : {std::tuple{64, 16, 16}, {128, 1, 4}, {128, 5, 8}, {256, 16, 1}, {256, 128, 8}}) {
+    const Layer L{2 * gqa, 2, hd, bs, 0, true, seed % 2 ? KvLayout::kHND : KvLayout::kNHD};
+    check(make_case(L, decode, hd == 64 ? DType::kF16 : DType::kBF16), seed++, 1);
+  }
+  for (auto [kv, q8] : {std::pair{DType::kF8E4M3, false}, {DType::kF8E4M3, true}, {DType::kF8E5M2, false}}) {
+    Case c = make_case({8, 2, 128, 16, 0, true, KvLayout::kNHD}, decode, DType::kBF16, kv);
+    c.quantize_q = q8;
+    check(c, seed++, 1);
+  }
+  check(make_case({8, 2, 128, 16, 100, true, KvLayout::kHND}, decode), seed++, 1);  // window
+  check(make_case({8, 2, 128, 16, 0, true, KvLayout::kNHD}, {{1, 5}, {300, 300}, {}, {}}), seed++, 0);  // 20 rows
+  check(make_case({34, 2, 64, 16, 0, true, KvLayout::kNHD}, {{1}, {300}, {}, {}}), seed++, 0);  // GQA 17
 }
 
 // The SIMT kernel: the head sizes the tensor-core one does not take, and caches of the other 16-bit dtype.

@@ -129,6 +129,27 @@ TEST(FlashInferGpu, WindowNonCausalAndFp8) {
     }
 }
 
+// Decode steps (every task one m-tile): the tensor-core decode kernel, at every head size, page size, cache
+// dtype and GQA 1-16, contexts of one key to 9000 (split many ways, merged by the merge kernel).
+TEST(FlashInferGpu, DecodeKernel) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 300;
+  const StepSpec decode{{1, 1, 1, 1, 1}, {1, 17, 190, 1100, 9000}, {}, {}};
+  for (int hd : {64, 128, 256})
+    for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kF8E5M2})
+      for (auto [bs, gqa] : {std::pair{1, 1}, {16, 4}, {64, 8}, {16, 16}}) {
+        Case c;
+        c.layer = {4 * gqa, 4, hd, bs, 0, true, (bs + gqa) % 2 ? KvLayout::kHND : KvLayout::kNHD};
+        c.spec = decode;
+        c.dtype = hd == 64 ? DType::kF16 : DType::kBF16;
+        c.kv_dtype = kv == DType::kBF16 ? c.dtype : kv;
+        c.quantize_q = gqa == 4;
+        const Inputs in = fi_test::make_inputs(c, seed, fp8_queries(c));
+        ASSERT_TRUE(fi_decode_plan(in.plan)) << c.str();
+        check(c, seed++);
+      }
+}
+
 // A cache of the other 16-bit dtype (spec §3.3 declares both): the SIMT kernel, at any head size.
 TEST(FlashInferGpu, Other16BitCaches) {
   SKIP_WITHOUT_GPU();

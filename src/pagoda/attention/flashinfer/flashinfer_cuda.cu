@@ -1,5 +1,6 @@
 #include "pagoda/attention/flashinfer/flashinfer_cuda.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "pagoda/attention/cuda_ok.h"
@@ -13,7 +14,6 @@ namespace {
 using namespace fi_detail;
 
 constexpr int kWarps = 4;  // warps per CTA of the attend kernel
-constexpr int kMergeThreads = 128;
 
 // PRECOND: blockDim.x == 32 * kWarps; grid (num_tasks, num_kv_heads); head_size % 32 == 0, <= 512.
 template <typename T, KvKind kKv>
@@ -36,16 +36,22 @@ __global__ void __launch_bounds__(32 * kWarps) fi_attend_kernel(FiCudaParams p) 
   }
 }
 
-// One CTA per merged token; threads across (query head, dimension).
+struct MergeOps {
+  static __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+  static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
+};
+
+// Grid (merged tokens, query-head blocks of fi_merge_heads()).
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) fi_merge_kernel(FiCudaParams p) {
-  for (int x = threadIdx.x; x < p.num_q_heads * p.head_size; x += blockDim.x) merge_elem<T>(p, blockIdx.x, x);
+  __shared__ float smem[kMergeSmemFloats];
+  fi_merge_cta<MergeOps, T>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
 template <typename T>
 bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return fi_mma_attend_bf16(p, s);
-  else return fi_mma_attend_f16(p, s);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return p.plan.decode ? fi_mma_attend_bf16_decode(p, s) : fi_mma_attend_bf16(p, s);
+  else return p.plan.decode ? fi_mma_attend_f16_decode(p, s) : fi_mma_attend_f16(p, s);
 }
 
 bool other_16bit(const FiCudaParams& p) { return p.kv_dtype != p.dtype && dtype_size(p.kv_dtype) == 2; }
@@ -69,7 +75,9 @@ void launch(const FiCudaParams& p, cudaStream_t s) {
     PAGODA_CUDA_OK(cudaGetLastError());
   }
   if (p.plan.num_merged > 0) {
-    fi_merge_kernel<T><<<unsigned(p.plan.num_merged), kMergeThreads, 0, s>>>(p);
+    const int heads = fi_merge_heads(p.head_size);
+    const dim3 grid(unsigned(p.plan.num_merged), unsigned((p.num_q_heads + heads - 1) / heads));
+    fi_merge_kernel<T><<<grid, kMergeThreads, 0, s>>>(p);
     PAGODA_CUDA_OK(cudaGetLastError());
   }
 }
@@ -97,9 +105,11 @@ bool fi_fp8_mma_available() {
 int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q) {
   const bool q8 = quantize_q && kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
   const bool other16 = kv_dtype != dtype && dtype_size(kv_dtype) == 2;  // the SIMT kernel reads it
+  // The fewer of the general and the decode kernel's (the plan is built before the step's kernel is known).
   int n = other16 ? 0
-          : dtype == DType::kBF16 ? fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8)
-                                  : fi_mma_resident_ctas_f16(kv_dtype, head_size, q8);
+          : dtype == DType::kBF16
+              ? std::min(fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8), fi_mma_resident_ctas_bf16_decode(kv_dtype, head_size, q8))
+              : std::min(fi_mma_resident_ctas_f16(kv_dtype, head_size, q8), fi_mma_resident_ctas_f16_decode(kv_dtype, head_size, q8));
   if (n == 0) {  // the SIMT kernel
     const auto kernel = kv_dtype == DType::kF8E4M3 ? fi_attend_kernel<__half, KvKind::kE4M3> : fi_attend_kernel<__half, KvKind::kSame>;
     PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, 0));
@@ -138,6 +148,7 @@ void fi_cuda_plan_upload(const FiPlan& plan, FiDevicePlan* d, cudaStream_t s) {
   up(d->merge_slab, plan.merge_slab(), size_t(plan.num_slabs()) * 4);
   d->num_tasks = plan.num_tasks();
   d->num_merged = plan.num_merged();
+  d->decode = fi_decode_plan(plan);
 }
 
 void fi_cuda_run(const FiCudaParams& p, cudaStream_t s) {

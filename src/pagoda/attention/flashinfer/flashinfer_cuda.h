@@ -32,7 +32,12 @@ struct FiDevicePlan {
   float* slab_o = nullptr;    // [max_slabs, num_q_heads, head_size]
   float* slab_lse = nullptr;  // [max_slabs, num_q_heads]
   int num_tasks = 0, num_merged = 0;
+  bool decode = false;  // fi_decode_plan(): the tensor-core decode kernel serves the plan
 };
+
+// Whether every task of `plan` packs at most 16 rows (its rows x the GQA group): decode steps at GQA <= 16,
+// which the tensor-core decode kernel serves (one m-tile, a deeper pipeline).
+inline bool fi_decode_plan(const FiPlan& plan) { return plan.max_task_rows() * plan.group_size() <= 16; }
 
 // Allocates the device arrays for `plan`'s capacities (once, at reserve()); throws on a CUDA error.
 void fi_cuda_plan_alloc(const FiPlan& plan, int num_q_heads, int head_size, FiDevicePlan* d);

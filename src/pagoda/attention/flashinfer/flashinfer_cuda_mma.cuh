@@ -10,7 +10,7 @@
 // an m-tile merge their partial softmax states through shared memory at the end.
 //
 // Keys. The task's key range [kv_begin, kv_end) (or its run-time split range) is read in stages of keys,
-// double-buffered with cp.async. The offset of every key's K row in the paged cache (any page size, NHD or
+// a ring of kStages buffers filled with cp.async (kStages - 1 stages in flight while one is consumed). The offset of every key's K row in the paged cache (any page size, NHD or
 // HND) is looked up once per stage by 64 threads; keys past the range are zero-filled, never left stale.
 // K and V rows are stored with 16 bytes of padding so the fragment loads are bank-conflict free. The block
 // ids are loaded a stage before they are needed, so their latency is off the copy's critical path.
@@ -35,9 +35,13 @@ namespace pagoda::fi_detail {
 
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
-constexpr int kPassRows = 64;   // packed rows attended per pass over the keys (4 m-tiles)
+constexpr int kDecodeRows = 16;  // packed rows of every task of a plan the decode kernel serves (one m-tile)
 
-template <typename T, KvKind kKv, int HD, bool kQ8>
+// kDecode: the kernel of plans whose every task packs at most kDecodeRows rows (decode steps at GQA <= 16,
+// FiDevicePlan::decode). Its query area holds one m-tile instead of four, and the room this frees holds a
+// third stage while two CTAs still share an SM: decode reads each key once and is bound by the bytes in
+// flight, as the paged kernels' decode (paged_attention_kernel.cuh) measured.
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode = false>
 struct MmaFmt {
   static_assert(HD == 64 || HD == 128 || HD == 256);
   static_assert(!kQ8 || kKv == KvKind::kE4M3, "FP8 queries need an e4m3 cache");
@@ -45,15 +49,17 @@ struct MmaFmt {
   static constexpr int kKvRow = HD * kKvBytes;         // bytes of a K (or V) row in the cache
   static constexpr int kKvPitch = kKvRow + 16;         // in shared memory
   static constexpr int kQPitch = (kQ8 ? HD : 2 * HD) + 16;
+  static constexpr int kPassRows = kDecode ? kDecodeRows : 64;  // packed rows attended per pass over the keys
+  static constexpr int kStages = kDecode ? 3 : 2;
   static constexpr int kSub = HD <= 128 ? 64 : 32;     // most keys of one online-softmax step of a warp
   // Keys of one pipeline stage (two stages of 256-wide rows fit SM 8.0's 163 KB only at 32 keys).
   static constexpr int kStageKeys = HD <= 128 ? 64 : 32;
   static constexpr int kOPitch = HD + 4;               // floats of a row of the merge area
   static constexpr int kStageBytes = 2 * kStageKeys * kKvPitch;  // K rows, then V rows
   static constexpr int kQOff = 0, kScaleOff = kPassRows * kQPitch;
-  static constexpr int kKeyOff = kScaleOff + kPassRows * 4;                  // int64 [2][kStageKeys]
-  static constexpr int kStageOff = kKeyOff + 2 * kStageKeys * 8;
-  static constexpr int kMainBytes = kStageOff + 2 * kStageBytes;
+  static constexpr int kKeyOff = kScaleOff + kPassRows * 4;                  // int64 [kStages][kStageKeys]
+  static constexpr int kStageOff = kKeyOff + kStages * kStageKeys * 8;
+  static constexpr int kMainBytes = kStageOff + kStages * kStageBytes;
   // The merge area reuses the start of shared memory once the last stage is consumed.
   static constexpr int kMergeO = 0, kMergeMl = kMmaWarps * 16 * kOPitch * 4;
   static constexpr int kMergeBytes = kMergeMl + kMmaWarps * 16 * 2 * 4;
@@ -109,10 +115,12 @@ __device__ __forceinline__ int packed_row_pos(const FiCudaParams& p, const FiTas
 }
 
 // The body of CTA (task_index, kvh); tid in [0, kMmaThreads); smem of MmaFmt<...>::kSmem bytes, 16-aligned.
-// PRECOND: head_size == HD; q rows 16-byte aligned; kv_cache 16-byte aligned.
-template <typename Ops, typename T, KvKind kKv, int HD, bool kQ8>
+// PRECOND: head_size == HD; q rows 16-byte aligned; kv_cache 16-byte aligned; with kDecode, the task packs at
+// most kDecodeRows rows.
+template <typename Ops, typename T, KvKind kKv, int HD, bool kQ8, bool kDecode = false>
 __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index, int kvh, int tid, uint8_t* smem) {
-  using F = MmaFmt<T, kKv, HD, kQ8>;
+  using F = MmaFmt<T, kKv, HD, kQ8, kDecode>;
+  constexpr int kPassRows = F::kPassRows, kStages = F::kStages;
   using PT = std::conditional_t<kKv == KvKind::kSame, T, __half>;  // the p.v product's type
   constexpr int kCh = F::kKvRow / 16;                              // 16-byte chunks of a K row
   constexpr float kLog2e = 1.4426950408889634f;
@@ -181,10 +189,10 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
       }
     }
 
-    // ---- the keys, in double-buffered stages ----
+    // ---- the keys, in a ring of kStages stages ----
     // The block id of stage t's key tid (threads below kStageKeys), -1 past the range. It is loaded a stage
-    // ahead of its use (fetch for t + 2, publish for t + 1), so the block table's latency overlaps a stage's
-    // copy and products instead of preceding every copy.
+    // ahead of its use (fetch for t + kStages, publish for t + kStages - 1), so the block table's latency
+    // overlaps a stage's copy and products instead of preceding every copy.
     auto fetch = [&](int t) -> int64_t {
       const int k = kb + t * F::kStageKeys + tid;
       if (tid >= F::kStageKeys || t >= num_tiles || k >= ke) return -1;
@@ -197,12 +205,12 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
         if (block >= 0)
           off = p.layout == KvLayout::kHND ? ((block * p.num_kv_heads + kvh) * p.block_size + o) * 2 * HD
                                            : ((block * p.block_size + o) * p.num_kv_heads + kvh) * 2 * HD;
-        key_s[(t % 2) * F::kStageKeys + tid] = off;
+        key_s[(t % kStages) * F::kStageKeys + tid] = off;
       }
     };
     auto issue = [&](int t) {
-      uint8_t* st = stage_s + (t % 2) * F::kStageBytes;
-      const int64_t* offs = key_s + (t % 2) * F::kStageKeys;
+      uint8_t* st = stage_s + (t % kStages) * F::kStageBytes;
+      const int64_t* offs = key_s + (t % kStages) * F::kStageKeys;
       for (int c = tid; c < F::kStageKeys * 2 * kCh; c += kMmaThreads) {
         const int key = c / (2 * kCh), part = c % (2 * kCh), is_v = part / kCh, ch = part % kCh;
         uint8_t* dst = st + (is_v * F::kStageKeys + key) * F::kKvPitch + 16 * ch;
@@ -223,25 +231,36 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     for (int j = 0; j < HD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    if (num_tiles > 0) publish(0, fetch(0));
-    int64_t next_block = fetch(1);  // stage 1's, published in the loop's first iteration
-    Ops::sync_cta();  // the queries, their scales and stage 0's offsets are written
+    {
+      int64_t first[kStages - 1];  // independent loads, then the offsets
+#pragma unroll
+      for (int j = 0; j < kStages - 1; ++j) first[j] = fetch(j);
+#pragma unroll
+      for (int j = 0; j < kStages - 1; ++j)
+        if (j < num_tiles) publish(j, first[j]);
+    }
+    int64_t next_block = fetch(kStages - 1);  // published in the loop's first iteration
+    Ops::sync_cta();  // the queries, their scales and the first stages' offsets are written
     if constexpr (kQ8) {
       if (active)
         for (int i = 0; i < 2; ++i) qmul[i] *= qscale_s[mt * 16 + gr + 8 * i];
     }
-    if (num_tiles > 0) issue(0);
-    Ops::commit();
-    for (int t = 0; t < num_tiles; ++t) {
-      if (t + 1 < num_tiles) publish(t + 1, next_block);
-      next_block = fetch(t + 2);
-      Ops::sync_cta();  // offsets of t + 1 visible; every warp is done with the buffer t + 1 reuses
-      if (t + 1 < num_tiles) issue(t + 1);
+#pragma unroll
+    for (int j = 0; j < kStages - 1; ++j) {  // one commit group per stage, empty ones included
+      if (j < num_tiles) issue(j);
       Ops::commit();
-      Ops::template wait<1>();
+    }
+    for (int t = 0; t < num_tiles; ++t) {
+      const int ahead = t + kStages - 1;  // the stage issued in this iteration
+      if (ahead < num_tiles) publish(ahead, next_block);
+      next_block = fetch(t + kStages);
+      Ops::sync_cta();  // offsets of `ahead` visible; every warp is done with the buffer it reuses (t - 1's)
+      if (ahead < num_tiles) issue(ahead);
+      Ops::commit();
+      Ops::template wait<kStages - 1>();
       Ops::sync_cta();  // stage t has landed, every thread's part of it
       const int k0 = kb + t * F::kStageKeys;
-      const uint8_t* ks_base = stage_s + (t % 2) * F::kStageBytes;
+      const uint8_t* ks_base = stage_s + (t % kStages) * F::kStageBytes;
       const uint8_t* vs_base = ks_base + F::kStageKeys * F::kKvPitch;
       if (!active) continue;
       for (int s0 = ks * slice; s0 < (ks + 1) * slice && k0 + s0 < ke; s0 += sub) {

@@ -1,12 +1,14 @@
-// FLASHINFER's tensor-core attend kernels for bfloat16 queries (every cache dtype and head size).
+// FLASHINFER's tensor-core attend kernels for bfloat16 queries, the general kernels, every cache dtype and head size.
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma_launch.cuh"
 
 namespace pagoda {
 
-bool fi_mma_attend_bf16(const FiCudaParams& p, cudaStream_t stream) { return fi_detail::mma_attend<__nv_bfloat16>(p, stream); }
+bool fi_mma_attend_bf16(const FiCudaParams& p, cudaStream_t stream) {
+  return fi_detail::mma_attend<__nv_bfloat16, false>(p, stream);
+}
 
 int fi_mma_resident_ctas_bf16(DType kv_dtype, int head_size, bool fp8_queries) {
-  return fi_detail::mma_resident_ctas<__nv_bfloat16>(kv_dtype, head_size, fp8_queries);
+  return fi_detail::mma_resident_ctas<__nv_bfloat16, false>(kv_dtype, head_size, fp8_queries);
 }
 
 }  // namespace pagoda

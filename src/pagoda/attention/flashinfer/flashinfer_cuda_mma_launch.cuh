@@ -1,5 +1,6 @@
 // The device side of FLASHINFER's tensor-core attend kernels: the device Ops of flashinfer_cuda_mma.cuh, the
-// kernel, and its launch for one query dtype (flashinfer_cuda_mma_bf16.cu / _f16.cu instantiate it).
+// kernel, and its launch for one query dtype and kernel kind (general or decode; flashinfer_cuda_mma_{bf16,f16}
+// .cu and _{bf16,f16}_decode.cu instantiate it, 12 kernels each).
 // PRIVATE to flashinfer/.
 #pragma once
 
@@ -44,71 +45,74 @@ struct DeviceOps {
   static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
 };
 
-template <typename T, KvKind kKv, int HD, bool kQ8>
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 __global__ void __launch_bounds__(kMmaThreads) fi_mma_kernel(FiCudaParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  fi_mma_cta<DeviceOps, T, kKv, HD, kQ8>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
+  fi_mma_cta<DeviceOps, T, kKv, HD, kQ8, kDecode>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
 // The kernel, with its shared-memory limit raised once per process (a function attribute, not per launch).
-template <typename T, KvKind kKv, int HD, bool kQ8>
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 auto prepared_kernel() {
   static const bool attr_set = [] {
-    PAGODA_CUDA_OK(cudaFuncSetAttribute(fi_mma_kernel<T, kKv, HD, kQ8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        MmaFmt<T, kKv, HD, kQ8>::kSmem));
+    PAGODA_CUDA_OK(cudaFuncSetAttribute(fi_mma_kernel<T, kKv, HD, kQ8, kDecode>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem));
     return true;
   }();
   (void)attr_set;
-  return fi_mma_kernel<T, kKv, HD, kQ8>;
+  return fi_mma_kernel<T, kKv, HD, kQ8, kDecode>;
 }
 
-template <typename T, KvKind kKv, int HD, bool kQ8>
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 void launch_mma(const FiCudaParams& p, cudaStream_t s) {
-  constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8>::kSmem;
-  const auto kernel = prepared_kernel<T, kKv, HD, kQ8>();
+  constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem;
+  const auto kernel = prepared_kernel<T, kKv, HD, kQ8, kDecode>();
   const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
   kernel<<<grid, kMmaThreads, kSmem, s>>>(p);
   PAGODA_CUDA_OK(cudaGetLastError());
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool kDecode>
 void launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
   switch (p.kv_dtype) {
-    case DType::kF8E4M3: return q8 ? launch_mma<T, KvKind::kE4M3, HD, true>(p, s) : launch_mma<T, KvKind::kE4M3, HD, false>(p, s);
-    case DType::kF8E5M2: return launch_mma<T, KvKind::kE5M2, HD, false>(p, s);
-    default: return launch_mma<T, KvKind::kSame, HD, false>(p, s);
+    case DType::kF8E4M3:
+      return q8 ? launch_mma<T, KvKind::kE4M3, HD, true, kDecode>(p, s) : launch_mma<T, KvKind::kE4M3, HD, false, kDecode>(p, s);
+    case DType::kF8E5M2: return launch_mma<T, KvKind::kE5M2, HD, false, kDecode>(p, s);
+    default: return launch_mma<T, KvKind::kSame, HD, false, kDecode>(p, s);
   }
 }
 
-template <typename T, KvKind kKv, int HD, bool kQ8>
+template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 int resident_ctas() {
   int n = 0;
-  PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<T, kKv, HD, kQ8>(), kMmaThreads,
-                                                               MmaFmt<T, kKv, HD, kQ8>::kSmem));
+  PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<T, kKv, HD, kQ8, kDecode>(), kMmaThreads,
+                                                               MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem));
   return n;
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool kDecode>
 int resident_ctas_kv(DType kv, bool q8) {
   switch (kv) {
-    case DType::kF8E4M3: return q8 ? resident_ctas<T, KvKind::kE4M3, HD, true>() : resident_ctas<T, KvKind::kE4M3, HD, false>();
-    case DType::kF8E5M2: return resident_ctas<T, KvKind::kE5M2, HD, false>();
-    default: return resident_ctas<T, KvKind::kSame, HD, false>();
+    case DType::kF8E4M3:
+      return q8 ? resident_ctas<T, KvKind::kE4M3, HD, true, kDecode>() : resident_ctas<T, KvKind::kE4M3, HD, false, kDecode>();
+    case DType::kF8E5M2: return resident_ctas<T, KvKind::kE5M2, HD, false, kDecode>();
+    default: return resident_ctas<T, KvKind::kSame, HD, false, kDecode>();
   }
 }
 
 // Attend CTAs resident per SM for the kernel a layer of this shape launches (0: the SIMT kernel serves it).
-template <typename T>
+template <typename T, bool kDecode>
 int mma_resident_ctas(DType kv, int head_size, bool q8) {
   switch (head_size) {
-    case 64: return resident_ctas_kv<T, 64>(kv, q8);
-    case 128: return resident_ctas_kv<T, 128>(kv, q8);
-    case 256: return resident_ctas_kv<T, 256>(kv, q8);
+    case 64: return resident_ctas_kv<T, 64, kDecode>(kv, q8);
+    case 128: return resident_ctas_kv<T, 128, kDecode>(kv, q8);
+    case 256: return resident_ctas_kv<T, 256, kDecode>(kv, q8);
     default: return 0;
   }
 }
 
-template <typename T>
+// PRECOND for kDecode: p.plan.decode.
+template <typename T, bool kDecode>
 bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
   const int64_t qstride = p.q_stride > 0 ? p.q_stride : int64_t(p.num_q_heads) * p.head_size;
   if (p.kv_dtype != p.dtype && dtype_size(p.kv_dtype) == 2) return false;  // the other 16-bit dtype: SIMT
@@ -116,9 +120,9 @@ bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
     return false;
   const bool q8 = p.quantize_q && p.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
   switch (p.head_size) {
-    case 64: launch_mma_kv<T, 64>(p, s, q8); return true;
-    case 128: launch_mma_kv<T, 128>(p, s, q8); return true;
-    case 256: launch_mma_kv<T, 256>(p, s, q8); return true;
+    case 64: launch_mma_kv<T, 64, kDecode>(p, s, q8); return true;
+    case 128: launch_mma_kv<T, 128, kDecode>(p, s, q8); return true;
+    case 256: launch_mma_kv<T, 256, kDecode>(p, s, q8); return true;
     default: return false;
   }
 }

@@ -126,23 +126,78 @@ __device__ __forceinline__ void row_end(const FiCudaParams& p, const FiTask& tas
   if (lane == 0) p.plan.slab_lse[slab * p.num_q_heads + st.h] = st.l > 0 ? st.m + logf(st.l) : -INFINITY;
 }
 
-// Element x (query head x / head_size, dimension x % head_size) of merged token i.
-template <typename T>
-__device__ __forceinline__ void merge_elem(const FiCudaParams& p, int i, int x) {
-  const int hd = p.head_size, h = x / hd, d = x % hd;
+// The merge kernel: CTA (i, hb) of kMergeThreads threads combines the slabs of merged token i for query heads
+// [hb * heads, + heads), heads = fi_merge_heads(head_size) (128 elements a CTA at head sizes <= 128). Warp w
+// finds head w's largest lse; then, kMergeChunk slabs at a time, the CTA stages the slabs' ids and weights
+// exp(lse - max) in shared memory, and each thread adds its elements' weighted partials over the chunk (the
+// loads of different slabs are independent). out = sum w o / sum w, summed in slab order; 0 where every slab
+// is empty (lse -inf). Many CTAs a token, so that a step of few tokens with many splits each (batch 1 at long
+// context) merges in a few microseconds.
+constexpr int kMergeThreads = 128;
+constexpr int kMergeMaxHeads = kMergeThreads / 32;  // head sizes are multiples of 32
+constexpr int kMergeChunk = 32;
+constexpr int kMergePerThread = 32 * kMaxPerLane / kMergeThreads;  // elements a thread at head size 512
+// Shared memory of a merge CTA, in floats (ints alias floats).
+constexpr int kMergeSmemFloats = kMergeMaxHeads + kMergeChunk * (kMergeMaxHeads + 1);
+
+__host__ __device__ inline int fi_merge_heads(int head_size) {
+  return head_size >= kMergeThreads ? 1 : kMergeThreads / head_size;
+}
+
+template <typename Ops, typename T>
+__device__ __forceinline__ void fi_merge_cta(const FiCudaParams& p, int i, int hb, int tid, float* smem) {
+  const int hd = p.head_size, heads = fi_merge_heads(hd), h0 = hb * heads;
+  const int nh = p.num_q_heads - h0 < heads ? p.num_q_heads - h0 : heads;
   const int t = p.plan.merge_token[i], e0 = p.plan.merge_indptr[i], e1 = p.plan.merge_indptr[i + 1];
-  float mx = -INFINITY;
-  for (int e = e0; e < e1; ++e) mx = fmaxf(mx, p.plan.slab_lse[int64_t(p.plan.merge_slab[e]) * p.num_q_heads + h]);
-  float num = 0.0f, den = 0.0f;
-  if (mx > -INFINITY) {
-    for (int e = e0; e < e1; ++e) {
-      const int64_t slab = p.plan.merge_slab[e];
-      const float w = expf(p.plan.slab_lse[slab * p.num_q_heads + h] - mx);
-      den += w;
-      num += w * p.plan.slab_o[(slab * p.num_q_heads + h) * hd + d];
+  float* mx_s = smem;                                      // [kMergeMaxHeads]
+  float* w_s = smem + kMergeMaxHeads;                      // [kMergeChunk][kMergeMaxHeads]
+  int* slab_s = reinterpret_cast<int*>(w_s + kMergeChunk * kMergeMaxHeads);  // [kMergeChunk]
+  const int warp = tid / 32, lane = tid % 32;
+  if (warp < nh) {
+    float m = -INFINITY;
+    for (int e = e0 + lane; e < e1; e += 32)
+      m = fmaxf(m, p.plan.slab_lse[int64_t(p.plan.merge_slab[e]) * p.num_q_heads + h0 + warp]);
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, Ops::shfl_xor(m, o));
+    if (lane == 0) mx_s[warp] = m;
+  }
+  float num[kMergePerThread], den[kMergePerThread];
+#pragma unroll
+  for (int j = 0; j < kMergePerThread; ++j) num[j] = den[j] = 0.0f;
+  const int elems = nh * hd;
+  for (int c0 = e0; c0 < e1; c0 += kMergeChunk) {
+    const int n = e1 - c0 < kMergeChunk ? e1 - c0 : kMergeChunk;
+    Ops::sync_cta();  // the maxima are written; the previous chunk is consumed
+    for (int x = tid; x < n * nh; x += kMergeThreads) {
+      const int e = x / nh, hl = x % nh;
+      const int slab = p.plan.merge_slab[c0 + e];
+      const float m = mx_s[hl];
+      w_s[e * kMergeMaxHeads + hl] = m > -INFINITY ? expf(p.plan.slab_lse[int64_t(slab) * p.num_q_heads + h0 + hl] - m) : 0.0f;
+      if (hl == 0) slab_s[e] = slab;
+    }
+    Ops::sync_cta();
+#pragma unroll
+    for (int j = 0; j < kMergePerThread; ++j) {
+      const int x = tid + j * kMergeThreads;
+      if (x >= elems) break;
+      const int hl = x / hd, d = x % hd;
+      const float* o = p.plan.slab_o + int64_t(h0 + hl) * hd + d;
+#pragma unroll 8
+      for (int e = 0; e < n; ++e) {
+        const float w = w_s[e * kMergeMaxHeads + hl];
+        den[j] += w;
+        num[j] += w * o[int64_t(slab_s[e]) * p.num_q_heads * hd];
+      }
     }
   }
-  static_cast<T*>(p.out)[(int64_t(t) * p.num_q_heads + h) * hd + d] = cuda_convert::from_f32<T>(den > 0 ? num / den : 0.0f);
+#pragma unroll
+  for (int j = 0; j < kMergePerThread; ++j) {
+    const int x = tid + j * kMergeThreads;
+    if (x >= elems) break;
+    const int hl = x / hd, d = x % hd;
+    static_cast<T*>(p.out)[(int64_t(t) * p.num_q_heads + h0 + hl) * hd + d] =
+        cuda_convert::from_f32<T>(den[j] > 0 ? num[j] / den[j] : 0.0f);
+  }
 }
 
 }  // namespace pagoda::fi_detail

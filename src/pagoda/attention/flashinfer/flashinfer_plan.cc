@@ -58,6 +58,12 @@ bool fi_step_has_cascade(const FiPlanShape& shape, const FiStep& step, FiCascade
   return !scratch->groups.empty();
 }
 
+int FiPlan::max_task_rows() const {
+  int n = 0;
+  for (int i = 0; i < num_tasks_; ++i) n = std::max(n, tasks_[size_t(i)].row_end - tasks_[size_t(i)].row_begin);
+  return n;
+}
+
 void FiPlan::reserve(const FiPlanShape& shape, const FiPlanLimits& limits) {
   PAGODA_CHECK(shape.num_kv_heads >= 1 && shape.num_q_heads % shape.num_kv_heads == 0 && shape.block_size >= 1,
                "FLASHINFER plan: bad shape");

@@ -147,6 +147,7 @@ class FiPlan {
   int num_tokens() const { return num_tokens_; }
   int num_tasks() const { return num_tasks_; }
   const FiTask* tasks() const { return tasks_.data(); }
+  int max_task_rows() const;  // the most rows of one task (0 without tasks)
   int num_rows() const { return num_rows_; }
   const int32_t* row_token() const { return row_token_.data(); }  // [num_rows]
   const int32_t* row_seq() const { return row_seq_.data(); }      // [num_rows]
