@@ -48,10 +48,12 @@ __global__ void __launch_bounds__(kMergeThreads) fi_merge_kernel(FiCudaParams p)
   fi_merge_cta<MergeOps, T>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
+// The decode kernel for a decode plan, else (or where it does not fit the device) the general one.
 template <typename T>
 bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return p.plan.decode ? fi_mma_attend_bf16_decode(p, s) : fi_mma_attend_bf16(p, s);
-  else return p.plan.decode ? fi_mma_attend_f16_decode(p, s) : fi_mma_attend_f16(p, s);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return (p.plan.decode && fi_mma_attend_bf16_decode(p, s)) || fi_mma_attend_bf16(p, s);
+  else return (p.plan.decode && fi_mma_attend_f16_decode(p, s)) || fi_mma_attend_f16(p, s);
 }
 
 bool other_16bit(const FiCudaParams& p) { return p.kv_dtype != p.dtype && dtype_size(p.kv_dtype) == 2; }
@@ -105,11 +107,16 @@ bool fi_fp8_mma_available() {
 int fi_cuda_resident_ctas(DType dtype, DType kv_dtype, int head_size, bool quantize_q) {
   const bool q8 = quantize_q && kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
   const bool other16 = kv_dtype != dtype && dtype_size(kv_dtype) == 2;  // the SIMT kernel reads it
-  // The fewer of the general and the decode kernel's (the plan is built before the step's kernel is known).
-  int n = other16 ? 0
-          : dtype == DType::kBF16
-              ? std::min(fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8), fi_mma_resident_ctas_bf16_decode(kv_dtype, head_size, q8))
-              : std::min(fi_mma_resident_ctas_f16(kv_dtype, head_size, q8), fi_mma_resident_ctas_f16_decode(kv_dtype, head_size, q8));
+  // The fewer of the general and the decode kernel's (the plan is built before the step's kernel is known),
+  // of those that fit the device.
+  int n = 0;
+  if (!other16) {
+    const bool bf16 = dtype == DType::kBF16;
+    const int general = bf16 ? fi_mma_resident_ctas_bf16(kv_dtype, head_size, q8) : fi_mma_resident_ctas_f16(kv_dtype, head_size, q8);
+    const int decode = bf16 ? fi_mma_resident_ctas_bf16_decode(kv_dtype, head_size, q8)
+                            : fi_mma_resident_ctas_f16_decode(kv_dtype, head_size, q8);
+    n = general > 0 && decode > 0 ? std::min(general, decode) : std::max(general, decode);
+  }
   if (n == 0) {  // the SIMT kernel
     const auto kernel = kv_dtype == DType::kF8E4M3 ? fi_attend_kernel<__half, KvKind::kE4M3> : fi_attend_kernel<__half, KvKind::kSame>;
     PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, 0));

@@ -51,6 +51,18 @@ __global__ void __launch_bounds__(kMmaThreads) fi_mma_kernel(FiCudaParams p) {
   fi_mma_cta<DeviceOps, T, kKv, HD, kQ8, kDecode>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
+// The most dynamic shared memory a CTA may opt into on the current device (99 KB on SM 8.6 / 8.9, 227 KB on SM
+// 9.0): a kernel needing more is not launched there, and the SIMT kernel serves its shapes.
+inline int smem_optin() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    PAGODA_CUDA_OK(cudaGetDevice(&dev));
+    PAGODA_CUDA_OK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  return n;
+}
+
 // The kernel, with its shared-memory limit raised once per process (a function attribute, not per launch).
 template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 auto prepared_kernel() {
@@ -63,17 +75,20 @@ auto prepared_kernel() {
   return fi_mma_kernel<T, kKv, HD, kQ8, kDecode>;
 }
 
+// false (nothing launched) where the kernel's shared memory does not fit the device.
 template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
-void launch_mma(const FiCudaParams& p, cudaStream_t s) {
+bool launch_mma(const FiCudaParams& p, cudaStream_t s) {
   constexpr int kSmem = MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem;
+  if (kSmem > smem_optin()) return false;
   const auto kernel = prepared_kernel<T, kKv, HD, kQ8, kDecode>();
   const dim3 grid(unsigned(p.plan.num_tasks), unsigned(p.num_kv_heads));
   kernel<<<grid, kMmaThreads, kSmem, s>>>(p);
   PAGODA_CUDA_OK(cudaGetLastError());
+  return true;
 }
 
 template <typename T, int HD, bool kDecode>
-void launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
+bool launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
   switch (p.kv_dtype) {
     case DType::kF8E4M3:
       return q8 ? launch_mma<T, KvKind::kE4M3, HD, true, kDecode>(p, s) : launch_mma<T, KvKind::kE4M3, HD, false, kDecode>(p, s);
@@ -84,6 +99,7 @@ void launch_mma_kv(const FiCudaParams& p, cudaStream_t s, bool q8) {
 
 template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 int resident_ctas() {
+  if (MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem > smem_optin()) return 0;
   int n = 0;
   PAGODA_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<T, kKv, HD, kQ8, kDecode>(), kMmaThreads,
                                                                MmaFmt<T, kKv, HD, kQ8, kDecode>::kSmem));
@@ -120,9 +136,9 @@ bool mma_attend(const FiCudaParams& p, cudaStream_t s) {
     return false;
   const bool q8 = p.quantize_q && p.kv_dtype == DType::kF8E4M3 && fi_fp8_mma_available();
   switch (p.head_size) {
-    case 64: launch_mma_kv<T, 64, kDecode>(p, s, q8); return true;
-    case 128: launch_mma_kv<T, 128, kDecode>(p, s, q8); return true;
-    case 256: launch_mma_kv<T, 256, kDecode>(p, s, q8); return true;
+    case 64: return launch_mma_kv<T, 64, kDecode>(p, s, q8);
+    case 128: return launch_mma_kv<T, 128, kDecode>(p, s, q8);
+    case 256: return launch_mma_kv<T, 256, kDecode>(p, s, q8);
     default: return false;
   }
 }
