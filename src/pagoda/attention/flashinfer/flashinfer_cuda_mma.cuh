@@ -92,19 +92,22 @@ __device__ __forceinline__ void zero16(uint8_t* dst) {
 #endif
 }
 
-// Two 16-bit values of type P as one fragment register (element 0 low).
-template <typename P>
-__device__ __forceinline__ uint32_t pair_bits(uint16_t lo, uint16_t hi) { return uint32_t(lo) | uint32_t(hi) << 16; }
-
-// Cache element (raw, unscaled) b widened to a 16-bit value of type P (exact for fp8 -> bf16/fp16).
+// Two cache elements (raw, unscaled; element 0 in the low byte) widened to one fragment register of two
+// 16-bit values of type P, element 0 low (exact: every e4m3 / e5m2 value is an fp16 and a bf16 value). One
+// cvt.f16x2 of the byte pair on SM 8.9+; bf16 goes on through float.
 template <typename P, KvKind kKv>
-__device__ __forceinline__ uint16_t widen_bits(uint8_t b) {
-  const float f = kKv == KvKind::kE4M3 ? cuda_convert::fp8_to_f32<__NV_E4M3>(b) : cuda_convert::fp8_to_f32<__NV_E5M2>(b);
-  const P v = cuda_convert::from_f32<P>(f);
-  uint16_t bits;
-  memcpy(&bits, &v, 2);
-  return bits;
+__device__ __forceinline__ uint32_t widen_pair(uint16_t bytes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(bytes), kKv == KvKind::kE4M3 ? __NV_E4M3 : __NV_E5M2);
+  if constexpr (std::is_same_v<P, __half>) {
+    return uint32_t(h.x) | uint32_t(h.y) << 16;
+  } else {
+    __half_raw lo, hi;
+    lo.x = h.x;
+    hi.x = h.y;
+    return cuda_convert::pack2<__nv_bfloat16>(__half2float(__half(lo)), __half2float(__half(hi)));
+  }
 }
+__device__ __forceinline__ uint16_t byte_pair(uint8_t lo, uint8_t hi) { return uint16_t(lo | hi << 8); }
 
 // Position of packed row pr of the task, or -1 for a padding row (pr >= packed).
 __device__ __forceinline__ int packed_row_pos(const FiCudaParams& p, const FiTask& task, int g, int pr, int packed) {
@@ -316,8 +319,8 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
             for (int nt = 0; nt < F::kSub / 8; ++nt) {
               if (nt * 8 >= sub) break;
               const uint8_t* kb8 = ks_base + (s0 + nt * 8 + gr) * F::kKvPitch + 16 * kk + 2 * tq;
-              const uint32_t b0 = pair_bits<T>(widen_bits<T, kKv>(kb8[0]), widen_bits<T, kKv>(kb8[1]));
-              const uint32_t b1 = pair_bits<T>(widen_bits<T, kKv>(kb8[8]), widen_bits<T, kKv>(kb8[9]));
+              const uint32_t b0 = widen_pair<T, kKv>(lds<uint16_t>(kb8));  // dims 2tq, 2tq + 1 (+ 8)
+              const uint32_t b1 = widen_pair<T, kKv>(lds<uint16_t>(kb8 + 8));
               Ops::template mma<T>(s[nt], a, b0, b1);
             }
           }
@@ -387,9 +390,8 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
 #pragma unroll
             for (int j = 0; j < HD / 8; ++j) {
               const int d = 8 * j + gr;
-              const uint32_t b0 = pair_bits<PT>(widen_bits<PT, kKv>(v0[d]), widen_bits<PT, kKv>(v0[F::kKvPitch + d]));
-              const uint32_t b1 =
-                  pair_bits<PT>(widen_bits<PT, kKv>(v0[8 * F::kKvPitch + d]), widen_bits<PT, kKv>(v0[9 * F::kKvPitch + d]));
+              const uint32_t b0 = widen_pair<PT, kKv>(byte_pair(v0[d], v0[F::kKvPitch + d]));
+              const uint32_t b1 = widen_pair<PT, kKv>(byte_pair(v0[8 * F::kKvPitch + d], v0[9 * F::kKvPitch + d]));
               Ops::template mma<PT>(o[j], a, b0, b1);
             }
           }
