@@ -3,7 +3,10 @@
 // fp8 e4m3 cache (TRITON_ATTN) and each turboquant_* preset (TURBOQUANT's CUDA runner), all through the
 // runners' plan/run as the engine drives them.
 //
-//   turboquant_bench [--batch N]... [--ctx N]... [--rounds R] [--calls N] [--help]
+//   turboquant_bench [--batch N]... [--ctx N]... [--rounds R] [--calls N] [--split-cap N]... [--help]
+//
+// --split-cap N: every preset once more with at most N KV splits in an eager decode step (the split rule's
+// cap, RunnerOptions::tq_split_cap, 32 by default), named "preset/capN", in the same rounds.
 //
 // Timing (docs/benchmarks.md, METHOD.md): each (format, shape) is one CUDA graph of `calls` decode calls back
 // to back (as a captured decode step runs its layers), the calls reading `copies` copies of the cache in turn
@@ -74,13 +77,18 @@ struct Format {
   std::string name;     // "bf16", "fp8", "turboquant_k3v4_nc"
   std::string backend;  // "TRITON_ATTN", "FLASH_ATTN", "TURBOQUANT"
   double token_bytes;   // cache bytes per (token, KV head)
+  int split_cap = 0;    // TURBOQUANT: RunnerOptions::tq_split_cap (0: the default)
+  std::string label() const { return split_cap > 0 ? name + "/cap" + std::to_string(split_cap) : name; }
 };
 
-std::vector<Format> formats() {
+std::vector<Format> formats(const std::vector<int>& split_caps) {
   std::vector<Format> f = {{"bf16", "TRITON_ATTN", 2.0 * 2 * kHead}, {"bf16", "FLASH_ATTN", 2.0 * 2 * kHead},
                            {"fp8", "TRITON_ATTN", 2.0 * kHead}};
-  for (const TurboQuantPreset& p : kTurboQuantPresets)
-    f.push_back({std::string(p.name), "TURBOQUANT", double(turboquant_layout(p, kHead).slot_bytes)});
+  std::vector<int> caps = {0};
+  caps.insert(caps.end(), split_caps.begin(), split_caps.end());
+  for (int cap : caps)
+    for (const TurboQuantPreset& p : kTurboQuantPresets)
+      f.push_back({std::string(p.name), "TURBOQUANT", double(turboquant_layout(p, kHead).slot_bytes), cap});
   return f;
 }
 
@@ -128,7 +136,7 @@ std::unique_ptr<Setup> prepare(const Format& f, int batch, int ctx, int calls, i
   CK(cudaMemcpy(s->qsl->as<void>(), qsl.data(), qsl.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(s->sl->as<void>(), sl.data(), sl.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(s->bt->as<void>(), bt.data(), bt.size() * 4, cudaMemcpyHostToDevice));
-  s->runner = bench_make_runner(f.backend, f.name, kHq, kHk, kHead, kBlock, num_sms, batch, ctx);
+  s->runner = bench_make_runner(f.backend, f.name, kHq, kHk, kHead, kBlock, num_sms, batch, ctx, f.split_cap);
   CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   bench_plan(*s->runner, batch, ctx, s->stream);
   auto call = [&](int i) {
@@ -160,14 +168,15 @@ std::unique_ptr<Setup> prepare(const Format& f, int batch, int ctx, int calls, i
 }
 
 struct Args {
-  std::vector<int> batches, ctxs;
+  std::vector<int> batches, ctxs, split_caps;
   int rounds = 15, calls = 20;
 };
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status ? stderr : stdout,
-               "usage: turboquant_bench [--batch N]... [--ctx N]... [--rounds R] [--calls N]\n"
-               "  defaults: batch 1 16 64 128, ctx 1024 4096 16384 32768, 15 rounds of 20-call graphs\n");
+               "usage: turboquant_bench [--batch N]... [--ctx N]... [--rounds R] [--calls N] [--split-cap N]...\n"
+               "  defaults: batch 1 16 64 128, ctx 1024 4096 16384 32768, 15 rounds of 20-call graphs\n"
+               "  --split-cap N: each preset also with at most N KV splits (eager decode; default 32)\n");
   std::exit(status);
 }
 
@@ -186,6 +195,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--ctx") a.ctxs.push_back(value());
     else if (s == "--rounds") a.rounds = value();
     else if (s == "--calls") a.calls = value();
+    else if (s == "--split-cap") a.split_caps.push_back(value());
     else usage(2);
   }
   if (a.batches.empty()) a.batches = {1, 16, 64, 128};
@@ -211,7 +221,7 @@ int main(int argc, char** argv) {
     if (csv) std::fprintf(csv, "batch,ctx,format,backend,ms,tbs,tokens_per_s,ratio_vs_bf16\n");
   }
   int status = 0;
-  const std::vector<Format> fmts = formats();
+  const std::vector<Format> fmts = formats(args.split_caps);
   for (int ctx : args.ctxs)
     for (int batch : args.batches) {
       std::vector<std::unique_ptr<Setup>> setups;
@@ -244,11 +254,11 @@ int main(int argc, char** argv) {
           const double bytes = double(batch) * ctx * kHk * fmts[i].token_bytes;
           const double tbs = bytes / (med[i] * 1e-3) / 1e12;
           const double tok = batch / (med[i] * 1e-3);
-          std::printf("decode batch=%4d ctx=%6d %-20s %-12s %9.4f ms %6.2f TB/s (%3.0f%% of copy) %10.0f tok/s %5.2fx bf16\n",
-                      batch, ctx, fmts[i].name.c_str(), fmts[i].backend.c_str(), med[i], tbs, 100 * tbs / ceiling,
+          std::printf("decode batch=%4d ctx=%6d %-26s %-12s %9.4f ms %6.2f TB/s (%3.0f%% of copy) %10.0f tok/s %5.2fx bf16\n",
+                      batch, ctx, fmts[i].label().c_str(), fmts[i].backend.c_str(), med[i], tbs, 100 * tbs / ceiling,
                       tok, bf16 / med[i]);
           if (csv)
-            std::fprintf(csv, "%d,%d,%s,%s,%.5f,%.4f,%.1f,%.4f\n", batch, ctx, fmts[i].name.c_str(),
+            std::fprintf(csv, "%d,%d,%s,%s,%.5f,%.4f,%.1f,%.4f\n", batch, ctx, fmts[i].label().c_str(),
                          fmts[i].backend.c_str(), med[i], tbs, tok, bf16 / med[i]);
         }
       } catch (const std::exception& e) {

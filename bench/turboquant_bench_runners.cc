@@ -15,7 +15,7 @@ struct BenchRunner {
 
 std::shared_ptr<BenchRunner> bench_make_runner(const std::string& backend, const std::string& kv, int num_q_heads,
                                                int num_kv_heads, int head_size, int block, int num_sms, int batch,
-                                               int ctx) {
+                                               int ctx, int split_cap) {
   LayerShape s;
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_kv_heads;
@@ -31,6 +31,7 @@ std::shared_ptr<BenchRunner> bench_make_runner(const std::string& backend, const
   }
   RunnerOptions o;
   o.num_sms = num_sms;
+  if (split_cap > 0) o.tq_split_cap = split_cap;
   auto r = std::make_shared<BenchRunner>();
   if (backend == "TRITON_ATTN") r->runner = make_triton_attn_runner(s, o);
   else if (backend == "FLASH_ATTN") r->runner = make_flash_attn_runner(s, o);

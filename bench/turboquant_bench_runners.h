@@ -27,10 +27,11 @@ struct BenchCall {
 };
 
 // backend: "TRITON_ATTN", "FLASH_ATTN" or "TURBOQUANT"; kv: "bf16", "fp8" or a turboquant_* preset. bf16 q and
-// out, block size `block`, reserved for one decode step of `batch` sequences up to `ctx` tokens.
+// out, block size `block`, reserved for one decode step of `batch` sequences up to `ctx` tokens. split_cap > 0:
+// TURBOQUANT's RunnerOptions::tq_split_cap.
 std::shared_ptr<BenchRunner> bench_make_runner(const std::string& backend, const std::string& kv, int num_q_heads,
                                                int num_kv_heads, int head_size, int block, int num_sms, int batch,
-                                               int ctx);
+                                               int ctx, int split_cap = 0);
 // Plans a decode step of `batch` sequences of context `ctx` (uploads on `stream`).
 void bench_plan(BenchRunner& r, int batch, int ctx, cudaStream_t stream);
 void bench_run(const BenchRunner& r, const BenchCall& call, cudaStream_t stream);

@@ -18,6 +18,10 @@ TEST(DecodeKvSplits, OneCtaPerSmFor16BitKv) {
   EXPECT_EQ(decode_kv_splits(128, 64, 132, false, 64), 1);   // 16 x 4k: 128 CTAs already give each SM one
   EXPECT_EQ(decode_kv_splits(140, 64, 132, false, 64), 1);
   EXPECT_EQ(decode_kv_splits(8, 512, 132, false, 8), 8);     // the cap wins
+  // fp8 (and TURBOQUANT) at 1 x 32k: 396 slots; the default cap of 32 gives 256 CTAs of 16 tiles; a cap of 64
+  // lets 47 splits (376 CTAs, one wave, 11 tiles each) shorten the path from 16 + 2 to 11 + 2 tiles.
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64), 32);
+  EXPECT_EQ(decode_kv_splits(8, 512, 132, true, 64, 64), 47);
   EXPECT_EQ(decode_kv_splits(8, 1, 132, false, 64), 1);      // a single tile is never split
   EXPECT_EQ(decode_kv_splits(0, 64, 132, false, 64), 1);
 }

@@ -62,6 +62,9 @@ struct RunnerOptions {
   bool use_prefill_decode_attention = false;  // TRITON_ATTN: separate prefill and decode launches
   int max_graph_splits = 16;         // most KV splits of a captured decode step
   int tq_max_graph_splits = 32;      // TURBOQUANT: the same (attention_config.tq_max_kv_splits_for_cuda_graph)
+  // TURBOQUANT: most KV splits of an eager decode step (the fp8 split rule's cap, decode_kv_splits). Not a user
+  // setting: turboquant_bench --split-cap measures other values against it.
+  int tq_split_cap = 32;
   int flex_block_m = 0, flex_block_n = 0;  // FLEX_ATTENTION: query / KV tile sizes (0: spec §6.5's default)
   bool cascade = false;              // FLASHINFER: attend shared prefixes once per group (use_cascade_attention)
   bool flashinfer_q_quantization = true;  // FLASHINFER: FP8 queries over e4m3 KV on SM 8.9+ (spec §6.5)

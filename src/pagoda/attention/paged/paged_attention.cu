@@ -235,7 +235,7 @@ bool covers(SeqFilter filter, int q_len) {
 }
 }  // namespace
 
-int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits) {
+int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits, int fp8_cap) {
   if (row_groups <= 0) return 1;
   if (!fp8_kv) {
     const long cap = std::max(1, std::min(max_splits, max_kv_tiles / 2));
@@ -243,7 +243,7 @@ int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv
   }
   const double slots = double(kDecodeCtasPerSm) * num_sms;
   if (double(row_groups) >= 2 * slots) return 1;
-  const int cap = std::max(1, std::min({max_splits, 32, max_kv_tiles / 2}));
+  const int cap = std::max(1, std::min({max_splits, fp8_cap, max_kv_tiles / 2}));
   return shortest_split_path(row_groups, slots, max_kv_tiles, cap);
 }
 
@@ -271,7 +271,7 @@ PagedWorkPlan plan_paged_work(const AttentionBatchInfo& batch, int num_q_heads, 
   } else if (opt.force_splits) {
     splits = opt.max_splits;
   } else if (all_decode) {
-    splits = decode_kv_splits(tiles, (max_ctx + 63) / 64, opt.num_sms, opt.fp8_kv, opt.max_splits);
+    splits = decode_kv_splits(tiles, (max_ctx + 63) / 64, opt.num_sms, opt.fp8_kv, opt.max_splits, opt.fp8_split_cap);
   } else if (tiles > 0) {
     // Wave quantisation: with `slots` CTAs resident at once (three per SM for decode-shaped tiles), the KV
     // split count with the shortest critical path; each split keeps at least 4 KV tiles of work.

@@ -109,9 +109,11 @@ constexpr int kDecodeCtasPerSm = 3;
 //   each split keeps at least 2 tiles.
 // - fp8 KV: the conversion makes CTAs, not bytes in flight, the unit of throughput: while groups < 2 waves
 //   of 3 CTAs per SM, the split count with the shortest critical path in waves x (tiles per split + a CTA's
-//   fixed cost), the fewest within 2%; at most 32 splits (past that the merge costs more than the fill
-//   gains) and at least 2 tiles per split.
-int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits);
+//   fixed cost), the fewest within 2%; at most fp8_cap splits (32 by default: past that, for fp8 KV, the
+//   merge costs more than the fill gains) and at least 2 tiles per split.
+constexpr int kFp8SplitCap = 32;
+int decode_kv_splits(long row_groups, int max_kv_tiles, int num_sms, bool fp8_kv, int max_splits,
+                     int fp8_cap = kFp8SplitCap);
 
 // The sequences of a step that one plan covers, by query length: a caller that launches a step's decode
 // tokens and its prefill chunks separately plans each with its own workspace.
@@ -127,6 +129,7 @@ struct PagedAttentionOptions {
   bool force_splits = false;  // use exactly max_splits (graph capture); else chosen from the work
   SeqFilter sequences = SeqFilter::kAll;
   bool fp8_kv = false;        // the KV cache holds fp8 (the split planner gives such steps more CTAs)
+  int fp8_split_cap = kFp8SplitCap;  // decode_kv_splits's fp8_cap (TURBOQUANT: RunnerOptions::tq_split_cap)
   // SM 9.0: the KV splits of a decode step's row group run as one thread-block cluster and merge through
   // distributed shared memory inside the decode kernel, when all the step's clusters fit the GPU at once
   // (one CTA per SM); otherwise, and before SM 9.0, the separate merge kernel runs. Saves the boundary of

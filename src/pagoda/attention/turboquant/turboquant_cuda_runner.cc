@@ -49,6 +49,7 @@ class TurboQuantCudaRunner final : public AttentionRunner {
     o.num_sms = num_sms_;
     o.max_splits = max_splits_;
     o.fp8_kv = true;
+    o.fp8_split_cap = options_.tq_split_cap;
     o.cluster_merge = false;  // the TurboQuant kernel merges its splits in the merge kernel
     if (graph_batch_ > 0) {
       // The captured grid: graph_batch_ decode sequences, exactly max_splits_ splits whatever their context.
