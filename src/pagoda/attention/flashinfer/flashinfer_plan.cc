@@ -1,7 +1,9 @@
 #include "pagoda/attention/flashinfer/flashinfer_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <functional>
 
 #include "pagoda/core/error.h"
 
@@ -89,6 +91,7 @@ void FiPlan::reserve(const FiPlanShape& shape, const FiPlanLimits& limits) {
   tasks_.assign(size_t(tasks), FiTask{});
   tiles_.clear();
   tiles_.reserve(size_t(tiles));
+  slots_.assign(size_t(M), 0);
   row_token_.assign(size_t(2 * T + S), 0);
   row_seq_.assign(size_t(2 * T + S), 0);
   max_slabs_ = int(slabs);
@@ -104,6 +107,58 @@ void FiPlan::reserve(const FiPlanShape& shape, const FiPlanLimits& limits) {
   cascade_.groups.reserve(size_t(S / 2 + 1));
   cascade_.members.reserve(size_t(S));
   num_tasks_ = num_rows_ = num_merged_ = num_slabs_ = num_tokens_ = 0;
+}
+
+namespace {
+
+// The key length of the pieces lay_out cuts a tile of `span` keys and cost `cost` into at chunk cost `chunk`
+// (the last piece may be shorter); chunk 0: one piece.
+int piece_keys(int span, int64_t cost, int64_t chunk) {
+  int64_t n = chunk > 0 ? (cost + chunk - 1) / chunk : 1;
+  n = std::clamp<int64_t>(n, 1, std::max(1, (span + kFiKvAlign - 1) / kFiKvAlign));
+  const int piece = int((span + n - 1) / n);
+  return std::max(kFiKvAlign, (piece + kFiKvAlign - 1) / kFiKvAlign * kFiKvAlign);
+}
+
+}  // namespace
+
+int64_t FiPlan::makespan(int64_t chunk) {
+  const int g = group_size();
+  std::fill(slots_.begin(), slots_.end(), 0);  // equal values: already a heap
+  auto later = std::greater<int64_t>();        // a min-heap of finish times
+  for (int h = 0; h < shape_.num_kv_heads; ++h)  // launch order: the task index fastest, then the KV head
+    for (const Tile& tl : tiles_) {
+      const int span = tl.kv_end - tl.kv_begin, piece = piece_keys(span, tl.cost, chunk);
+      int b = 0;
+      do {
+        const int keys = std::min(piece, span - b);
+        std::pop_heap(slots_.begin(), slots_.end(), later);
+        slots_.back() += task_cost(keys, int64_t(tl.row_end - tl.row_begin) * g) + kFiCtaFixedCost;
+        std::push_heap(slots_.begin(), slots_.end(), later);
+        b += piece;
+      } while (b < span);
+    }
+  return *std::max_element(slots_.begin(), slots_.end());
+}
+
+int64_t FiPlan::wave_chunk(int64_t chunk, int64_t max_tile) {
+  const int64_t M = limits_.target_ctas, H = shape_.num_kv_heads;
+  const int64_t p0 = (max_tile + chunk - 1) / chunk;
+  if (p0 <= 1 || int64_t(tiles_.size()) * H > 4 * M) return chunk;
+  // Candidate i cuts the largest tile into k = p0 - i pieces (candidate 0: the share itself).
+  std::array<int64_t, 64> cand{}, span{};
+  const int n = int(std::min<int64_t>(p0 - (p0 + 1) / 2 + 1, int64_t(cand.size())));
+  int64_t best = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t k = p0 - i;
+    cand[size_t(i)] = i == 0 ? chunk : std::max(chunk, (max_tile + k - 1) / k);
+    span[size_t(i)] = makespan(cand[size_t(i)]);
+    best = i == 0 ? span[0] : std::min(best, span[size_t(i)]);
+  }
+  int64_t pick = chunk;  // the coarsest within 2% of the shortest
+  for (int i = 0; i < n; ++i)
+    if (span[size_t(i)] * 100 <= best * 102) pick = std::max(pick, cand[size_t(i)]);
+  return pick;
 }
 
 void FiPlan::make_tiles(const FiStep& st) {
@@ -157,11 +212,7 @@ bool FiPlan::lay_out(int64_t chunk) {
   std::fill_n(cover_.begin(), T, 0);
   num_tasks_ = 0;
   for (const Tile& tl : tiles_) {
-    const int span = tl.kv_end - tl.kv_begin;
-    int64_t n = chunk > 0 ? (tl.cost + chunk - 1) / chunk : 1;
-    n = std::clamp<int64_t>(n, 1, std::max(1, (span + kFiKvAlign - 1) / kFiKvAlign));
-    int piece = int((span + n - 1) / n);
-    piece = std::max(kFiKvAlign, (piece + kFiKvAlign - 1) / kFiKvAlign * kFiKvAlign);
+    const int piece = piece_keys(tl.kv_end - tl.kv_begin, tl.cost, chunk);
     int b = tl.kv_begin;
     do {
       if (num_tasks_ == max_tasks()) return false;
@@ -244,6 +295,7 @@ void FiPlan::build(const FiStep& st) {
     int64_t max_tile = 0;
     for (const Tile& tl : tiles_) total_cost_ += tl.cost, max_tile = std::max(max_tile, tl.cost);
     int64_t chunk = std::max<int64_t>(kFiMinChunkCost, (total_cost_ * H + M - 1) / M);
+    if (chunk < max_tile) chunk = wave_chunk(chunk, max_tile);
     for (;;) {
       if (chunk >= max_tile) {  // nothing to split: the last try at this grouping
         if (lay_out(0)) {

@@ -20,7 +20,12 @@
 // keys) so that no task costs more than the chunk cost C = max(kFiMinChunkCost, ceil(total cost x KV heads
 // / target CTAs)) plus one alignment step. The GPU's block scheduler runs tasks greedily, so the step takes
 // at most total / target + C <= 2x the ideal: batch 1 at 32k fills every SM, a 32k sequence among short
-// ones is cut to the size of the rest's share and leaves no straggler. If the reserved slabs or tasks do
+// ones is cut to the size of the rest's share and leaves no straggler. Steps of few CTAs (tiles x KV heads
+// <= 4 x target) may take a coarser C: equal pieces run in whole waves of the target's slots, and one more
+// piece a tile can add a wave (batch 16 at 8k: three pieces a sequence are 384 CTAs, two waves of 264 slots;
+// two pieces are one wave). The planner simulates the block scheduler (greedy, in launch order, each CTA
+// costing its task plus kFiCtaFixedCost) for the C that cut the largest tile into p0 .. ceil(p0 / 2) pieces
+// (p0 at the share) and takes the shortest, the coarsest within 2% of it. If the reserved slabs or tasks do
 // not hold the result, C doubles (fewer splits) up to no split at all, and then cascade groups are dropped
 // from the last; the plan always fits.
 //
@@ -45,6 +50,8 @@ constexpr int64_t kFiMinChunkCost = 256;  // below this a split costs more (part
 constexpr int kFiCostRows = 64;          // packed query rows whose MMA costs as much as reading the keys
 constexpr int kFiTileRows = 64;          // packed rows (tokens x GQA group) of a prefill tile
 constexpr int kFiMinCascadeKeys = 32;    // shorter shared prefixes are attended per request
+constexpr int64_t kFiCtaFixedCost = 128;  // a CTA's start and end (plan, rows, queries, writes) in task-cost units:
+                                          // about two 64-key stages, as the paged split planner counts it
 
 // The keys [*lo, *hi) a query at position `pos` of a sequence of seq_len keys may see (the mask's hull).
 PAGODA_FI_HD inline void fi_visible_range(int pos, int seq_len, int sliding_window, bool causal, int* lo, int* hi) {
@@ -179,6 +186,8 @@ class FiPlan {
     int64_t cost;
   };
   bool lay_out(int64_t chunk_cost);  // tasks, slabs and merges for tiles_ at C; false if over capacity
+  int64_t makespan(int64_t chunk_cost);  // the simulated step time of tiles_ cut at C (the file comment)
+  int64_t wave_chunk(int64_t chunk_cost, int64_t max_tile);  // the C the simulation prefers, >= chunk_cost
   void make_tiles(const FiStep& step);
 
   FiPlanShape shape_;
@@ -188,6 +197,7 @@ class FiPlan {
   std::vector<int32_t> merge_token_, merge_indptr_, merge_slab_;
   std::vector<int32_t> cover_;  // [max_tokens] per token: tasks covering it (scratch)
   std::vector<Tile> tiles_;     // scratch, reserved
+  std::vector<int64_t> slots_;  // scratch of makespan(): [target_ctas] finish times, a min-heap
   std::vector<int32_t> seq_of_token_, qsl_, shared_of_seq_, merge_of_token_, order_;
   FiCascade cascade_;
   int num_tasks_ = 0, num_rows_ = 0, num_merged_ = 0, num_slabs_ = 0, max_slabs_ = 0, num_tokens_ = 0;
