@@ -160,6 +160,18 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     const int slice = F::kStageKeys / wpt;                    // keys of a stage this warp attends
     const int sub = slice < F::kSub ? slice : F::kSub;     // keys per online-softmax step
 
+    // The block id of stage t's key tid (threads below kStageKeys), -1 past the range. It is loaded a stage
+    // ahead of its use (fetch for t + kStages, publish for t + kStages - 1), so the block table's latency
+    // overlaps a stage's copy and products instead of preceding every copy.
+    auto fetch = [&](int t) -> int64_t {
+      const int k = kb + t * F::kStageKeys + tid;
+      if (tid >= F::kStageKeys || t >= num_tiles || k >= ke) return -1;
+      return p.block_tables[int64_t(task.seq) * p.block_table_stride + k / p.block_size];
+    };
+    int64_t first[kStages - 1];  // the first stages' block ids: in flight while the queries load
+#pragma unroll
+    for (int j = 0; j < kStages - 1; ++j) first[j] = fetch(j);
+
     // ---- the pass's queries: one warp per packed row (zeros past the task's rows) ----
     for (int r = warp; r < m_tiles * 16; r += kMmaWarps) {
       const int pr = rb + r;
@@ -193,14 +205,6 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     }
 
     // ---- the keys, in a ring of kStages stages ----
-    // The block id of stage t's key tid (threads below kStageKeys), -1 past the range. It is loaded a stage
-    // ahead of its use (fetch for t + kStages, publish for t + kStages - 1), so the block table's latency
-    // overlaps a stage's copy and products instead of preceding every copy.
-    auto fetch = [&](int t) -> int64_t {
-      const int k = kb + t * F::kStageKeys + tid;
-      if (tid >= F::kStageKeys || t >= num_tiles || k >= ke) return -1;
-      return p.block_tables[int64_t(task.seq) * p.block_table_stride + k / p.block_size];
-    };
     auto publish = [&](int t, int64_t block) {  // the K-row offsets (elements) of stage t's keys, -1 past the range
       if (tid < F::kStageKeys) {
         const int o = (kb + t * F::kStageKeys + tid) % p.block_size;
@@ -235,9 +239,6 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
     {
-      int64_t first[kStages - 1];  // independent loads, then the offsets
-#pragma unroll
-      for (int j = 0; j < kStages - 1; ++j) first[j] = fetch(j);
 #pragma unroll
       for (int j = 0; j < kStages - 1; ++j)
         if (j < num_tiles) publish(j, first[j]);
