@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/device_caps.h"
+#include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_row.cuh"
 #include "pagoda/core/error.h"
@@ -19,6 +21,7 @@ constexpr int kWarps = 4;  // warps per CTA of the attend kernel
 template <typename T, KvKind kKv>
 __global__ void __launch_bounds__(32 * kWarps) fi_attend_kernel(FiCudaParams p) {
   const FiTask task = p.plan.tasks[blockIdx.x];
+  attention_device::pdl_launch_dependents();  // the merge kernel may place its CTAs early (SM 9.0)
   const int kvh = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int packed = (task.row_end - task.row_begin) * (p.num_q_heads / p.num_kv_heads);
   for (int pr = warp; pr < packed; pr += kWarps) {  // warp-uniform: every lane takes every branch below
@@ -41,9 +44,11 @@ struct MergeOps {
   static __device__ __forceinline__ void sync_cta() { __syncthreads(); }
 };
 
-// Grid (merged tokens, query-head blocks of fi_merge_heads()).
+// Grid (merged tokens, query-head blocks of fi_merge_heads()). Launched programmatically on SM 9.0: its launch
+// and CTA placement overlap the attend kernel's tail; it waits for that kernel's completion before reading.
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) fi_merge_kernel(FiCudaParams p) {
+  attention_device::pdl_wait_for_prior_grid();
   __shared__ float smem[kMergeSmemFloats];
   fi_merge_cta<MergeOps, T>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
@@ -78,8 +83,14 @@ void launch(const FiCudaParams& p, cudaStream_t s) {
   }
   if (p.plan.num_merged > 0) {
     const int heads = fi_merge_heads(p.head_size);
-    const dim3 grid(unsigned(p.plan.num_merged), unsigned((p.num_q_heads + heads - 1) / heads));
-    fi_merge_kernel<T><<<grid, kMergeThreads, 0, s>>>(p);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(p.plan.num_merged), unsigned((p.num_q_heads + heads - 1) / heads));
+    cfg.blockDim = dim3(kMergeThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1] = {attention_host::programmatic_serialization()};
+    cfg.attrs = attr;
+    cfg.numAttrs = attention_host::pdl_supported() ? 1 : 0;
+    PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, fi_merge_kernel<T>, p));
     PAGODA_CUDA_OK(cudaGetLastError());
   }
 }

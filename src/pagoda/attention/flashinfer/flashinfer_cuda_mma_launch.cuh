@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include "pagoda/attention/cuda_ok.h"
+#include "pagoda/attention/device_caps.h"
+#include "pagoda/attention/device_common.cuh"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma.cuh"
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma.h"
 #include "pagoda/attention/mma_sm80.cuh"
@@ -47,21 +49,14 @@ struct DeviceOps {
 
 template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
 __global__ void __launch_bounds__(kMmaThreads) fi_mma_kernel(FiCudaParams p) {
+  attention_device::pdl_launch_dependents();  // the merge kernel may place its CTAs early (SM 9.0)
   extern __shared__ __align__(16) uint8_t smem[];
   fi_mma_cta<DeviceOps, T, kKv, HD, kQ8, kDecode>(p, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), smem);
 }
 
 // The most dynamic shared memory a CTA may opt into on the current device (99 KB on SM 8.6 / 8.9, 227 KB on SM
 // 9.0): a kernel needing more is not launched there, and the SIMT kernel serves its shapes.
-inline int smem_optin() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    PAGODA_CUDA_OK(cudaGetDevice(&dev));
-    PAGODA_CUDA_OK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v;
-  }();
-  return n;
-}
+inline int smem_optin() { return attention_host::device_compute_capability().smem_block_optin; }
 
 // The kernel, with its shared-memory limit raised once per process (a function attribute, not per launch).
 template <typename T, KvKind kKv, int HD, bool kQ8, bool kDecode>
