@@ -10,7 +10,9 @@
 // ranges, slabs, the merge, the tensor-core fragments and the FP8 query quantization).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
+#include <random>
 
 #include "../cuda_emulation.h"
 #include "flashinfer_case.h"
@@ -228,6 +230,76 @@ TEST(FlashInferEmulation, TensorCoresDecodeKernel) {
   check(make_case({8, 2, 128, 16, 100, true, KvLayout::kHND}, decode), seed++, 1);  // window
   check(make_case({8, 2, 128, 16, 0, true, KvLayout::kNHD}, {{1, 5}, {300, 300}, {}, {}}), seed++, 0);  // 20 rows
   check(make_case({34, 2, 64, 16, 0, true, KvLayout::kNHD}, {{1}, {300}, {}, {}}), seed++, 0);  // GQA 17
+}
+
+// The merge kernel alone, against a float64 log-sum-exp combination: slabs whose lse differ by head, by up to
+// 40 nats, with empty partials (lse -inf) and a token whose every partial is empty; head sizes 32 to 512 (4
+// to 1 heads a CTA, head counts that leave a CTA partly empty); tokens of 1 to 70 slabs (chunks of 32 staged
+// in turn). Each output is one rounding of the exact combination away, plus float32 sums.
+TEST(FlashInferEmulation, MergeKernel) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto [hq, hd] : {std::pair{6, 32}, {5, 64}, {8, 128}, {3, 256}, {2, 512}}) {
+    const std::vector<int> slabs_of = {1, 2, 33, 70, 5, 3};  // token 5: every partial empty
+    std::vector<int32_t> indptr = {0}, slab_ids, tokens;
+    for (size_t t = 0; t < slabs_of.size(); ++t) {
+      tokens.push_back(int32_t(2 * t + 1));  // merged tokens are not the first ones of the step
+      indptr.push_back(indptr.back() + slabs_of[t]);
+    }
+    const int num_slabs = indptr.back();
+    for (int i = 0; i < num_slabs; ++i) slab_ids.push_back((i * 37) % num_slabs);  // slabs in any order
+    std::vector<float> o(size_t(num_slabs) * hq * hd), lse(size_t(num_slabs) * hq);
+    for (float& x : o) x = u(rng);
+    for (int sl = 0; sl < num_slabs; ++sl)
+      for (int h = 0; h < hq; ++h) {
+        const bool empty = rng() % 7 == 0;
+        lse[size_t(sl) * hq + h] = empty ? -INFINITY : 10.f * float(h) + 20.f * u(rng);
+      }
+    for (int e = indptr[5]; e < indptr[6]; ++e)
+      for (int h = 0; h < hq; ++h) lse[size_t(slab_ids[size_t(e)]) * hq + h] = -INFINITY;
+    const int num_tokens = 2 * int(slabs_of.size()) + 1;
+    std::vector<uint16_t> out(size_t(num_tokens) * hq * hd, 0xffff);
+    FiCudaParams p;
+    p.dtype = DType::kF16;
+    p.num_q_heads = hq;
+    p.num_kv_heads = 1;
+    p.head_size = hd;
+    p.out = out.data();
+    p.plan.merge_token = tokens.data();
+    p.plan.merge_indptr = indptr.data();
+    p.plan.merge_slab = slab_ids.data();
+    p.plan.slab_o = o.data();
+    p.plan.slab_lse = lse.data();
+    p.plan.num_merged = int(tokens.size());
+    emulate_merge<__half>(p);
+    double worst = 0;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      for (int h = 0; h < hq; ++h) {
+        double mx = -INFINITY;
+        for (int e = indptr[t]; e < indptr[t + 1]; ++e) mx = std::max(mx, double(lse[size_t(slab_ids[size_t(e)]) * hq + h]));
+        for (int d = 0; d < hd; ++d) {
+          double num = 0, den = 0;
+          for (int e = indptr[t]; mx > -INFINITY && e < indptr[t + 1]; ++e) {
+            const int sl = slab_ids[size_t(e)];
+            const double w = std::exp(double(lse[size_t(sl) * hq + h]) - mx);
+            num += w * o[(size_t(sl) * hq + h) * hd + d];
+            den += w;
+          }
+          const double want = den > 0 ? num / den : 0.0;
+          const uint16_t bits = out[(size_t(tokens[t]) * hq + h) * hd + d];
+          __half_raw r;
+          r.x = bits;
+          const double got = double(__half2float(__half(r)));
+          // An fp16 ulp at 1 (2^-11: twice the rounding of |want| < 1), float32 weights and sums over <= 70 slabs.
+          const double tol = std::ldexp(1.0, -11) + 70 * 4 * std::ldexp(1.0, -24);
+          EXPECT_LE(std::fabs(got - want), tol) << "head size " << hd << " token " << t << " head " << h << " dim " << d;
+          worst = std::max(worst, std::fabs(got - want) / tol);
+        }
+      }
+    for (int t = 0; t < num_tokens; t += 2)  // tokens not merged keep their poison
+      EXPECT_EQ(out[size_t(t) * hq * hd], 0xffff) << "token " << t << " was written";
+    std::printf("[ flashinfer emulation ] merge kernel, %d heads x %d: max err / tol %.3f\n", hq, hd, worst);
+  }
 }
 
 // The SIMT kernel: the head sizes the tensor-core one does not take, and caches of the other 16-bit dtype.
