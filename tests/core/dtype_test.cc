@@ -21,18 +21,26 @@ TEST(DType, SizesAndNames) {
 TEST(DType, Bf16AndF16RoundTripAllCodes) {
   for (uint32_t c = 0; c < 65536; ++c) {
     float b = bf16_to_f32(uint16_t(c));
-    if (!std::isnan(b)) EXPECT_EQ(f32_to_bf16(b), c) << c;
+    if (!std::isnan(b)) {
+      EXPECT_EQ(f32_to_bf16(b), c) << c;
+    }
     float h = f16_to_f32(uint16_t(c));
-    if (!std::isnan(h)) EXPECT_EQ(f32_to_f16(h), c) << c;
+    if (!std::isnan(h)) {
+      EXPECT_EQ(f32_to_f16(h), c) << c;
+    }
   }
 }
 
 TEST(DType, Fp8RoundTripAllCodes) {
   for (uint32_t c = 0; c < 256; ++c) {
     float a = f8e4m3_to_f32(uint8_t(c));
-    if (!std::isnan(a)) EXPECT_EQ(f32_to_f8e4m3(a), c) << c;
+    if (!std::isnan(a)) {
+      EXPECT_EQ(f32_to_f8e4m3(a), c) << c;
+    }
     float b = f8e5m2_to_f32(uint8_t(c));
-    if (!std::isnan(b) && !std::isinf(b)) EXPECT_EQ(f32_to_f8e5m2(b), c) << c;
+    if (!std::isnan(b) && !std::isinf(b)) {
+      EXPECT_EQ(f32_to_f8e5m2(b), c) << c;
+    }
   }
   EXPECT_EQ(f8e4m3_to_f32(0x7e), 448.0f);
   EXPECT_EQ(f8e5m2_to_f32(0x7b), 57344.0f);

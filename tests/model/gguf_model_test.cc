@@ -262,7 +262,9 @@ TEST(GgufWeights, QwenFilesAreNotPermuted) {
     expect_hf_rows(w.layers[1].k, "blk.1.attn_k.weight", kKv * kHd, kH);
     EXPECT_EQ(w.layers[1].k_bias[3], value(seed_of("blk.1.attn_k.bias"), 3, 0));
     EXPECT_EQ(w.layers[1].q.data, im.file->tensor_data(*im.file->find("blk.1.attn_q.weight")));  // a view
-    if (std::string(arch) == "qwen3") EXPECT_EQ(w.layers[0].q_norm.size(), size_t(kHd));
+    if (std::string(arch) == "qwen3") {
+      EXPECT_EQ(w.layers[0].q_norm.size(), size_t(kHd));
+    }
     EXPECT_EQ(w.lm_head.data, w.embed.data);  // tied
   }
 }

@@ -80,7 +80,7 @@ inline GgufWriter tiny_writer(const Tiny& t) {
   if (t.arch == "llama") kv[a + "vocab_size"] = gv::u32(kV);
   kv["tokenizer.ggml.model"] = gv::str("gpt2");
   std::vector<std::string> toks;
-  for (int i = 0; i < kV; ++i) toks.push_back("t" + std::to_string(i));
+  for (int i = 0; i < kV; ++i) toks.push_back(std::string("t").append(std::to_string(i)));  // GCC 12 -Wrestrict: not "t" + string
   kv["tokenizer.ggml.tokens"] = gv::strings(toks);
   kv["tokenizer.ggml.bos_token_id"] = gv::u32(1);
   kv["tokenizer.ggml.eos_token_id"] = gv::u32(2);
