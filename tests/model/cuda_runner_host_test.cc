@@ -41,6 +41,7 @@ TEST(DecodeKvSplits, ShortestPathInWavesOfThreeCtasPerSmForFp8) {
 TEST(GraphDecodeSplits, FillsTheGpuUpToTheCap) {
   EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 32), 16);
   EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 32), 32);
+  EXPECT_EQ(graph_decode_splits(1, 8, 132, true, 64), 43);  // a cap past 32 is the user's, not clamped to 32
   EXPECT_EQ(graph_decode_splits(1, 8, 132, false, 8), 8);      // the cap wins
   EXPECT_EQ(graph_decode_splits(8, 8, 132, false, 32), 2);
   EXPECT_EQ(graph_decode_splits(16, 8, 132, false, 32), 1);    // 128 CTAs

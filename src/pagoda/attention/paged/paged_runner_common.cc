@@ -8,9 +8,11 @@
 namespace pagoda {
 
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits) {
-  // The eager planner's rule (decode_kv_splits) for a context of unknown length; the cap wins.
+  // The eager planner's rule (decode_kv_splits) for a context of unknown length; the cap wins. It is the
+  // user's (flash_attn_max_num_splits_for_cuda_graph, tq_max_kv_splits_for_cuda_graph), also past the eager
+  // fp8 rule's own cap of 32, up to the workspace's 64.
   const int cap = std::max(1, std::min(max_splits, kMaxEagerSplits));
-  return decode_kv_splits(std::max(1, batch * num_kv_heads), 2 * cap, num_sms, fp8_kv, cap);
+  return decode_kv_splits(std::max(1, batch * num_kv_heads), 2 * cap, num_sms, fp8_kv, cap, /*fp8_cap=*/cap);
 }
 
 int runner_max_splits(const LayerShape& shape, const RunnerOptions& options, int num_sms, int graph_batch) {

@@ -15,7 +15,7 @@ constexpr int kMaxEagerSplits = 64;
 
 // The fixed KV split count of a captured decode step of `batch` sequences: the eager planner's choice
 // (decode_kv_splits: one decode CTA per SM, three with fp8 KV) at any context, capped by max_splits and by
-// kMaxEagerSplits. Batch 1 with 8 KV heads on 132 SMs takes 16 with a cap of 32 (fp8: 32); batch 16 and up
+// kMaxEagerSplits (with fp8 KV max_splits replaces the eager rule's own cap of 32). Batch 1 with 8 KV heads on 132 SMs takes 16 with a cap of 32 (fp8: 32); batch 16 and up
 // take 1 (tests/model/cuda_runner_host_test.cc).
 int graph_decode_splits(int batch, int num_kv_heads, int num_sms, bool fp8_kv, int max_splits);
 
