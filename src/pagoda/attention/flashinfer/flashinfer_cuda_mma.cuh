@@ -10,10 +10,11 @@
 // an m-tile merge their partial softmax states through shared memory at the end.
 //
 // Keys. The task's key range [kv_begin, kv_end) (or its run-time split range) is read in stages of keys,
-// a ring of kStages buffers filled with cp.async (kStages - 1 stages in flight while one is consumed). The offset of every key's K row in the paged cache (any page size, NHD or
-// HND) is looked up once per stage by 64 threads; keys past the range are zero-filled, never left stale.
-// K and V rows are stored with 16 bytes of padding so the fragment loads are bank-conflict free. The block
-// ids are loaded a stage before they are needed, so their latency is off the copy's critical path.
+// a ring of kStages buffers filled with cp.async (kStages - 1 stages in flight while one is consumed). The
+// offset of every key's K row in the paged cache (any page size, NHD or HND) is looked up once per stage by
+// 64 threads; keys past the range are zero-filled, never left stale. K and V rows are stored with 16 bytes
+// of padding so the fragment loads are bank-conflict free. The block ids are loaded a stage before they are
+// needed, so their latency is off the copy's critical path.
 //
 // Products. q.k: m16n8k16 in the query dtype T (fp8 K widened exactly to T), or, with kQ8 (e4m3 cache and
 // the query quantized to e4m3 with one scale per packed row: amax / 448), m16n8k32 e4m3 x e4m3 MMA on the
