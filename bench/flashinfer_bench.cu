@@ -23,7 +23,8 @@
 // one eager call after a 256 MB memset that evicts L2 and keeps the GPU busy while the host enqueues the call,
 // the timing bench/peers/flashinfer_peer.py uses for the library (median of `rounds` x `calls` calls).
 // Output: one line per (shape, variant), `PAGODA decode batch=B ctx=C page=P layout=L kv=K variant=V: X ms,
-// Y TB/s (Z% of copy)` (prefill: TFLOP/s), and $OUT/flashinfer_bench.csv (impl,kind,batch,ctx,page,layout,kv,
+// Y TB/s (Z% of copy) [N CTAs for S slots, M merged, decode|general kernel]` (prefill: TFLOP/s; the bracket is
+// the plan: attend CTAs, the split target, tokens merged from slabs, the kernel that runs it), and $OUT/flashinfer_bench.csv (impl,kind,batch,ctx,page,layout,kv,
 // variant,ms,tbps,tflops) when OUT is set, appended to (the header only in a new file) so that a device
 // script's calls of one section each fill one file. A shape that fails prints FAILED and the rest run; exit status 1.
 #include <cuda_bf16.h>
@@ -82,6 +83,8 @@ int seq_len(const Shape& s, int i) { return s.kind == "cascade" ? s.shared + 1 +
 
 struct Result {
   double ms = 0, bytes = 0, flops = 0;
+  int ctas = 0, target = 0, merged = 0;  // the plan: attend CTAs, the split target (SMs x resident), merged tokens
+  bool decode = false;                   // the decode kernel serves the plan (fi_decode_plan)
 };
 
 Result run_shape(const Shape& s, int num_sms, int rounds, int calls, bool cold) {
@@ -199,6 +202,10 @@ Result run_shape(const Shape& s, int num_sms, int rounds, int calls, bool cold) 
   std::sort(t.begin(), t.end());
   Result res;
   res.ms = t[t.size() / 2];
+  res.ctas = plan.num_tasks() * kHk;
+  res.target = lim.target_ctas;
+  res.merged = plan.num_merged();
+  res.decode = fi_decode_plan(plan);
   for (int i = 0; i < s.batch; ++i) res.bytes += double(lens[size_t(i)]) * kHk * double(row_bytes);
   if (s.kind == "prefill")  // causal: half the score matrix, 4 flops per (query, key, dimension) per head
     res.flops = 4.0 * s.batch * kHq * kHead * double(s.q_len) * s.q_len / 2;
@@ -323,8 +330,11 @@ int main(int argc, char** argv) {
     try {
       const Result r = run_shape(s, prop.multiProcessorCount, args.rounds, args.calls, args.cold);
       const double tbs = r.bytes / (r.ms * 1e-3) / 1e12, tflops = r.flops / (r.ms * 1e-3) / 1e12;
-      if (s.kind == "prefill") std::printf("%s: %.4f ms, %.1f TFLOP/s\n", head, r.ms, tflops);
-      else std::printf("%s: %.4f ms, %.2f TB/s (%.0f%% of copy)\n", head, r.ms, tbs, 100 * tbs / ceiling);
+      char plan[100];
+      std::snprintf(plan, sizeof plan, " [%d CTAs for %d slots, %d merged, %s kernel]", r.ctas, r.target, r.merged,
+                    r.decode ? "decode" : "general");
+      if (s.kind == "prefill") std::printf("%s: %.4f ms, %.1f TFLOP/s%s\n", head, r.ms, tflops, plan);
+      else std::printf("%s: %.4f ms, %.2f TB/s (%.0f%% of copy)%s\n", head, r.ms, tbs, 100 * tbs / ceiling, plan);
       if (csv)
         std::fprintf(csv, "PAGODA,%s,%d,%d,%d,%s,%s,%s,%.5f,%.4f,%.2f\n", s.kind.c_str(), s.batch, s.kind == "cascade" ? s.shared : s.ctx,
                      s.page, kv_layout_str(s.layout), s.kv_name(), s.variant().c_str(), r.ms, tbs, tflops);
