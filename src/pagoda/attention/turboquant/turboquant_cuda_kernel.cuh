@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pagoda/core/cuda_bits.cuh"
 #include "pagoda/core/turboquant.h"
 
 #define PAGODA_TQ_DEV __host__ __device__ __forceinline__
@@ -87,24 +88,8 @@ struct KernelArgs {
 };
 
 // ---- bit tools that run on the host too ----
-PAGODA_TQ_DEV uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
-#ifdef __CUDA_ARCH__
-  return __byte_perm(a, b, s);
-#else
-  const uint64_t v = uint64_t(b) << 32 | a;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
-  return r;
-#endif
-}
-// (hi:lo) >> sh, low 32 bits; sh in 0..31.
-PAGODA_TQ_DEV uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t sh) {
-#ifdef __CUDA_ARCH__
-  return __funnelshift_r(lo, hi, sh);
-#else
-  return uint32_t(((uint64_t(hi) << 32) | lo) >> sh);
-#endif
-}
+using cuda_bits::byte_perm;
+using cuda_bits::funnel_right;
 // (a & b) | c in one LOP3 (ptxas splits the C expression with two constants into two).
 PAGODA_TQ_DEV uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
 #ifdef __CUDA_ARCH__
