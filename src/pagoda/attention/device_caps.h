@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <utility>
+
 namespace pagoda::attention_host {
 
 struct ComputeCapability {
@@ -43,5 +45,22 @@ inline cudaLaunchAttribute programmatic_serialization() {
   a.val.programmaticStreamSerializationAllowed = 1;
   return a;
 }
+
+#ifdef __CUDACC__
+// kernel<<<grid, block, 0, stream>>>(args...), with programmatic stream serialization where the device has it
+// (pdl_supported()): for a kernel that waits in griddepcontrol.wait before it reads what the stream's previous
+// kernel wrote, so that its launch and CTA placement overlap that kernel's tail.
+template <typename... Params, typename... Args>
+cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1] = {programmatic_serialization()};
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_supported() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+#endif  // __CUDACC__
 
 }  // namespace pagoda::attention_host

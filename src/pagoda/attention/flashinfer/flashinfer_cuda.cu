@@ -83,14 +83,8 @@ void launch(const FiCudaParams& p, cudaStream_t s) {
   }
   if (p.plan.num_merged > 0) {
     const int heads = fi_merge_heads(p.head_size);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(p.plan.num_merged), unsigned((p.num_q_heads + heads - 1) / heads));
-    cfg.blockDim = dim3(kMergeThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1] = {attention_host::programmatic_serialization()};
-    cfg.attrs = attr;
-    cfg.numAttrs = attention_host::pdl_supported() ? 1 : 0;
-    PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, fi_merge_kernel<T>, p));
+    const dim3 grid(unsigned(p.plan.num_merged), unsigned((p.num_q_heads + heads - 1) / heads));
+    PAGODA_CUDA_OK(attention_host::launch_programmatic(fi_merge_kernel<T>, grid, dim3(kMergeThreads), s, p));
     PAGODA_CUDA_OK(cudaGetLastError());
   }
 }

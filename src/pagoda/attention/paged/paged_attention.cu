@@ -155,14 +155,8 @@ void launch_typed(const KernelArgs& args, const PagedAttentionWorkspace& ws, boo
   if (args.write_partial && !merged) {
     // Launched programmatically on SM 9.0: its launch and CTA placement overlap the attention kernel's
     // tail (which triggers it); it waits for that kernel's completion before reading the partials.
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1] = {attention_host::programmatic_serialization()};
-    cfg.attrs = attr;
-    cfg.numAttrs = attention_host::pdl_supported() ? 1 : 0;
-    PAGODA_CUDA_OK(cudaLaunchKernelEx(&cfg, merge_partials_kernel<T>, args, ws.num_splits));
+    PAGODA_CUDA_OK(attention_host::launch_programmatic(merge_partials_kernel<T>, grid, dim3(kThreads), stream, args,
+                                                       ws.num_splits));
   }
 }
 
