@@ -239,11 +239,9 @@ __device__ __forceinline__ void fi_mma_cta(const FiCudaParams& p, int task_index
     for (int j = 0; j < HD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    {
 #pragma unroll
-      for (int j = 0; j < kStages - 1; ++j)
-        if (j < num_tiles) publish(j, first[j]);
-    }
+    for (int j = 0; j < kStages - 1; ++j)
+      if (j < num_tiles) publish(j, first[j]);
     int64_t next_block = fetch(kStages - 1);  // published in the loop's first iteration
     Ops::sync_cta();  // the queries, their scales and the first stages' offsets are written
     if constexpr (kQ8) {

@@ -10,8 +10,9 @@ namespace pagoda {
 
 // Launches the tensor-core attend kernel over the uploaded plan, grid (tasks, KV heads); false when it does
 // not take the configuration (head size not 64/128/256, unaligned query rows, more shared memory than the
-// device allows a CTA), which the SIMT kernel then serves. FP8 queries when p.quantize_q, the cache is e4m3 and the kernel was built for SM 8.9+. The _decode
-// kernels serve plans with p.plan.decode (MmaFmt's kDecode), the others every plan.
+// device allows a CTA), which the SIMT kernel then serves. FP8 queries when p.quantize_q, the cache is e4m3
+// and the kernel was built for SM 8.9+. The _decode kernels serve plans with p.plan.decode (MmaFmt's kDecode),
+// the others every plan.
 bool fi_mma_attend_bf16(const FiCudaParams& p, cudaStream_t stream);
 bool fi_mma_attend_f16(const FiCudaParams& p, cudaStream_t stream);
 bool fi_mma_attend_bf16_decode(const FiCudaParams& p, cudaStream_t stream);

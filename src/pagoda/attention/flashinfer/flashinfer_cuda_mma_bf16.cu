@@ -1,4 +1,5 @@
-// FLASHINFER's tensor-core attend kernels for bfloat16 queries, the general kernels, every cache dtype and head size.
+// FLASHINFER's tensor-core attend kernels for bfloat16 queries, the general kernels (every plan), every cache
+// dtype and head size.
 #include "pagoda/attention/flashinfer/flashinfer_cuda_mma_launch.cuh"
 
 namespace pagoda {
